@@ -1,0 +1,49 @@
+"""Settings read from the environment, once per process.
+
+Every knob is an environment variable so that the same code runs locally, in CI and on a
+Supabase deployment; model ids are settings, never constants in code.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+
+def _env(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Process-wide configuration; build with `get_settings()`."""
+
+    database_url: str = field(default_factory=lambda: _env(
+        "DATABASE_URL", "postgresql://cortex:cortex@127.0.0.1:5432/cortex"))
+    anthropic_api_key: str = field(default_factory=lambda: _env("ANTHROPIC_API_KEY"))
+    # The SDK honours ANTHROPIC_BASE_URL itself; tests point it at a local stand-in.
+    anthropic_base_url: str = field(default_factory=lambda: _env("ANTHROPIC_BASE_URL"))
+    summary_model: str = field(default_factory=lambda: _env("CORTEX_SUMMARY_MODEL", "claude-haiku-4-5"))
+    context_model: str = field(default_factory=lambda: _env("CORTEX_CONTEXT_MODEL", "claude-haiku-4-5"))
+    local_model: str = "local-summariser-v1"
+    llm_timeout_seconds: float = field(default_factory=lambda: float(_env("CORTEX_LLM_TIMEOUT", "30")))
+    llm_max_retries: int = field(default_factory=lambda: int(_env("CORTEX_LLM_MAX_RETRIES", "2")))
+    service_key: str = field(default_factory=lambda: _env("CORTEX_SERVICE_KEY"))
+    jwt_secret: str = field(default_factory=lambda: _env("CORTEX_JWT_SECRET", _env("SUPABASE_JWT_SECRET")))
+    job_lease_seconds: int = field(default_factory=lambda: int(_env("CORTEX_JOB_LEASE_SECONDS", "60")))
+    worker_poll_seconds: float = field(default_factory=lambda: float(_env("CORTEX_WORKER_POLL", "1.0")))
+    pool_min: int = field(default_factory=lambda: int(_env("CORTEX_POOL_MIN", "1")))
+    pool_max: int = field(default_factory=lambda: int(_env("CORTEX_POOL_MAX", "10")))
+    helios_webhook_url: str = field(default_factory=lambda: _env("HELIOS_WEBHOOK_URL"))
+
+    @property
+    def use_remote_llm(self) -> bool:
+        """True when a Claude key is configured; otherwise the local summariser stands in."""
+        return bool(self.anthropic_api_key)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The settings of this process (cached; tests call `get_settings.cache_clear()`)."""
+    return Settings()

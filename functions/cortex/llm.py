@@ -1,0 +1,281 @@
+"""The one place where Cortex asks a model for text.
+
+Three operations, each returning a validated result and the token usage to record:
+`summarise_interaction`, `generate_context` and `generate_handoff_summary`. With an Anthropic
+key configured they call Claude through the official SDK; without one the deterministic
+`cortex.local_model` stands in, so the service works offline and in tests. Every failure of the
+remote path (network, HTTP status, timeout, unparsable or off-schema answer) surfaces as
+`LLMError`, so callers have exactly one exception to handle.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+import anthropic
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+# local_model builds the result models defined below and imports this module by name (not
+# the names themselves), so the mutual import is safe in either import order.
+from cortex import local_model, prompts
+from cortex.config import Settings, get_settings
+
+Sentiment = Literal["positive", "neutral", "negative", "escalation"]
+Intent = Literal[
+    "question",
+    "complaint",
+    "complaint_resolved",
+    "purchase_intent",
+    "churn_risk",
+    "info_request",
+    "scheduling",
+    "feedback",
+    "other",
+]
+Operation = Literal["summarize", "generate_context", "handoff_summary"]
+
+# Output budgets per operation: the prompts ask for well under these, so a cut-off answer
+# means the model rambled and the JSON would be incomplete anyway.
+_MAX_TOKENS: dict[Operation, int] = {"summarize": 600, "generate_context": 800, "handoff_summary": 600}
+
+
+class LLMError(Exception):
+    """A model call failed: transport, HTTP status, timeout, or an answer that does not validate.
+
+    `retryable` tells a job queue whether trying again later can help (overload, rate limit,
+    timeout, server error) or not (bad request, bad credentials, a malformed answer is
+    retryable too since models are not deterministic).
+    """
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class _Result(BaseModel):
+    # Models answer with extra keys now and then; they are ignored rather than fatal.
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class InteractionAnalysis(_Result):
+    """What Cortex stores about one interaction besides its raw content."""
+
+    summary: str = Field(min_length=1)
+    key_points: list[str] = Field(default_factory=list)
+    sentiment: Sentiment
+    intent: Intent
+
+    @field_validator("sentiment", "intent", mode="before")
+    @classmethod
+    def _normalise_label(cls, value: object) -> object:
+        # "Positive " is the right label in the wrong case; anything else stays invalid.
+        return value.strip().lower() if isinstance(value, str) else value
+
+
+class GeneratedContext(_Result):
+    """The working-context briefing of a contact."""
+
+    summary: str = Field(min_length=1)
+    key_facts: list[str] = Field(default_factory=list)
+    current_status: str
+    recommended_tone: str
+
+
+class HandoffSummary(_Result):
+    """What the receiving party of a handoff needs to know, and what to do first."""
+
+    context_summary: str = Field(min_length=1)
+    suggested_action: str | None = None
+
+
+class Signals(_Result):
+    """Risk and opportunity scores computed from a contact's recent history."""
+
+    churn_risk: float = Field(ge=0.0, le=1.0)
+    upsell_potential: float = Field(ge=0.0, le=1.0)
+    risk_factors: list[str] = Field(default_factory=list)
+    opportunity_factors: list[str] = Field(default_factory=list)
+    open_threads: list[dict[str, object]] = Field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens spent by one model call, as recorded in `token_usage`."""
+
+    model: str
+    input_tokens: int
+    output_tokens: int
+    operation: str
+
+
+_ResultT = TypeVar("_ResultT", bound=_Result)
+
+
+# --- public operations -----------------------------------------------------------------------
+
+
+def summarise_interaction(
+    interaction_type: str,
+    subject: str | None,
+    raw_content: str | None,
+    settings: Settings | None = None,
+) -> tuple[InteractionAnalysis, Usage]:
+    """Summarise one interaction: 1-2 sentence summary, key points, sentiment and intent.
+
+    Raises `LLMError` when the remote model fails or answers off-schema.
+    """
+    settings = settings or get_settings()
+    prompt = prompts.interaction_summary_prompt(interaction_type, subject, raw_content)
+    if not settings.use_remote_llm:
+        result = local_model.analyse_interaction(interaction_type, subject, raw_content)
+        return result, _local_usage(settings, prompt, result, "summarize")
+    return _remote(settings, settings.summary_model, prompt, InteractionAnalysis, "summarize")
+
+
+def generate_context(
+    material: Mapping[str, Any], settings: Settings | None = None
+) -> tuple[GeneratedContext, Usage]:
+    """Generate a contact's working-context briefing from its material (see `cortex.prompts`).
+
+    Raises `LLMError` when the remote model fails or answers off-schema.
+    """
+    settings = settings or get_settings()
+    prompt = prompts.context_prompt(material)
+    if not settings.use_remote_llm:
+        result = local_model.generate_context(material)
+        return result, _local_usage(settings, prompt, result, "generate_context")
+    return _remote(settings, settings.context_model, prompt, GeneratedContext, "generate_context")
+
+
+def generate_handoff_summary(
+    from_agent: str,
+    to_party: str | None,
+    reason: str,
+    reason_detail: str | None,
+    material: Mapping[str, Any],
+    settings: Settings | None = None,
+) -> tuple[HandoffSummary, Usage]:
+    """Write the briefing for a handoff from `from_agent` to `to_party` (an agent or a human).
+
+    Raises `LLMError` when the remote model fails or answers off-schema.
+    """
+    settings = settings or get_settings()
+    prompt = prompts.handoff_prompt(from_agent, to_party, reason, reason_detail, material)
+    if not settings.use_remote_llm:
+        result = local_model.generate_handoff_summary(from_agent, to_party, reason, reason_detail, material)
+        return result, _local_usage(settings, prompt, result, "handoff_summary")
+    return _remote(settings, settings.context_model, prompt, HandoffSummary, "handoff_summary")
+
+
+# --- local path ------------------------------------------------------------------------------
+
+
+def _local_usage(settings: Settings, prompt: str, result: _Result, operation: Operation) -> Usage:
+    # Estimates, so budgets and dashboards behave the same with and without a key.
+    return Usage(
+        model=settings.local_model,
+        input_tokens=local_model.estimate_tokens(prompt),
+        output_tokens=local_model.estimate_tokens(result.model_dump_json()),
+        operation=operation,
+    )
+
+
+# --- remote path -----------------------------------------------------------------------------
+
+_clients: dict[tuple[str, str], anthropic.Anthropic] = {}
+_clients_lock = threading.Lock()
+
+
+def _client(settings: Settings) -> anthropic.Anthropic:
+    """One SDK client (and so one connection pool) per key and base URL, shared by threads."""
+    key = (settings.anthropic_api_key, settings.anthropic_base_url)
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            client = anthropic.Anthropic(
+                api_key=settings.anthropic_api_key,
+                base_url=settings.anthropic_base_url or None,
+                timeout=settings.llm_timeout_seconds,
+                max_retries=settings.llm_max_retries,
+            )
+            _clients[key] = client
+    # Timeout and retries may differ between Settings sharing a key; with_options reuses the pool.
+    return client.with_options(timeout=settings.llm_timeout_seconds, max_retries=settings.llm_max_retries)
+
+
+def _remote(
+    settings: Settings, model: str, prompt: str, result_type: type[_ResultT], operation: Operation
+) -> tuple[_ResultT, Usage]:
+    try:
+        response = _client(settings).messages.create(
+            model=model,
+            max_tokens=_MAX_TOKENS[operation],
+            messages=[{"role": "user", "content": prompt}],
+        )
+    except anthropic.APITimeoutError as exc:
+        raise LLMError(
+            f"{operation}: Claude request timed out after {settings.llm_timeout_seconds}s", retryable=True
+        ) from exc
+    except anthropic.APIConnectionError as exc:
+        raise LLMError(f"{operation}: cannot reach Claude: {exc}", retryable=True) from exc
+    except anthropic.APIStatusError as exc:
+        retryable = exc.status_code in (408, 409, 429) or exc.status_code >= 500
+        detail = exc.api_message or str(exc)
+        raise LLMError(
+            f"{operation}: Claude answered HTTP {exc.status_code} ({exc.type or 'error'}): {detail}",
+            retryable=retryable,
+        ) from exc
+    except anthropic.AnthropicError as exc:
+        raise LLMError(f"{operation}: Claude request failed: {type(exc).__name__}: {exc}") from exc
+
+    text = "".join(block.text for block in response.content if block.type == "text")
+    try:
+        payload = extract_json_object(text)
+        result = result_type.model_validate(payload)
+    except (ValueError, ValidationError) as exc:
+        # A sampled answer may be malformed once and fine the next time, so this may be retried.
+        raise LLMError(
+            f"{operation}: Claude's answer does not match the {result_type.__name__} schema: {exc}",
+            retryable=True,
+        ) from exc
+    usage = Usage(
+        model=response.model or model,
+        input_tokens=response.usage.input_tokens,
+        output_tokens=response.usage.output_tokens,
+        operation=operation,
+    )
+    return result, usage
+
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
+_MAX_DECODE_ATTEMPTS = 50
+
+
+def extract_json_object(text: str) -> dict[str, Any]:
+    """The first JSON object in a model's answer, tolerating code fences and prose around it.
+
+    Raises `ValueError` when the text holds no JSON object.
+    """
+    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    decoder = json.JSONDecoder()
+    for candidate in candidates:
+        start = candidate.find("{")
+        attempts = 0
+        # Bounded so that prose full of stray braces cannot make this quadratic.
+        while start != -1 and attempts < _MAX_DECODE_ATTEMPTS:
+            attempts += 1
+            try:
+                value, _ = decoder.raw_decode(candidate, start)
+            except json.JSONDecodeError:
+                start = candidate.find("{", start + 1)
+                continue
+            if isinstance(value, dict):
+                return value
+            start = candidate.find("{", start + 1)
+    snippet = text[:200].replace("\n", " ")
+    raise ValueError(f"no JSON object in the answer: {snippet!r}")
