@@ -274,7 +274,9 @@ create or replace function public.search_contacts(
   "limit" int default 20,
   "offset" int default 0
 ) returns jsonb
-language plpgsql stable set search_path = '' as $$
+language plpgsql stable set search_path = ''
+-- Looser than pg_trgm's 0.6 default so that misspelt names still match; results are ranked.
+set pg_trgm.word_similarity_threshold = 0.35 as $$
 #variable_conflict use_column
 declare
   v_tenant uuid := cortex.require_tenant();
