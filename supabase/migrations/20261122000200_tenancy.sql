@@ -70,15 +70,21 @@ create table cortex.agent_keys (
   tenant_id uuid not null,
   id uuid not null default gen_random_uuid(),
   agent text not null,
-  prefix text not null unique,
-  key_hash bytea not null unique,
+  prefix text not null,
+  key_hash bytea not null,
   label text,
   created_at timestamptz not null default now(),
   last_used_at timestamptz,
   revoked_at timestamptz,
   primary key (tenant_id, id),
+  -- Keys are looked up by hash across tenants (the key names its tenant); 192 random bits make a
+  -- collision impossible in practice, so uniqueness is per tenant and the lookup index is global.
+  unique (tenant_id, prefix),
+  unique (tenant_id, key_hash),
   foreign key (tenant_id, agent) references cortex.agents (tenant_id, name) on delete cascade
 );
+create index agent_keys_hash on cortex.agent_keys (key_hash);
+create index agent_keys_prefix on cortex.agent_keys (prefix);
 comment on table cortex.agent_keys is 'API keys of agents, stored as SHA-256 hashes; the key itself is shown once at creation.';
 create index agent_keys_agent on cortex.agent_keys (tenant_id, agent);
 
