@@ -142,18 +142,14 @@ AsAgent = Callable[[Tenant, str], AbstractContextManager[psycopg.Connection[Any]
 @pytest.fixture
 def as_agent(dsn: str) -> Iterator[AsAgent]:
     """`with as_agent(tenant, "luna") as conn:` runs a transaction as PostgREST would for that agent."""
-    conns: list[psycopg.Connection[Any]] = []
 
     @contextmanager
     def _as(t: Tenant, agent: str) -> Iterator[psycopg.Connection[Any]]:
-        conn = psycopg.connect(dsn, autocommit=True)
-        conns.append(conn)
-        with cortex_db.as_caller(cortex_db.agent_claims(t.id, agent), conn) as c:
+        with psycopg.connect(dsn, autocommit=True) as conn, cortex_db.as_caller(
+                cortex_db.agent_claims(t.id, agent), conn) as c:
             yield c
 
     yield _as
-    for c in conns:
-        c.close()
 
 
 @pytest.fixture

@@ -17,6 +17,8 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
+
+__all__ = ["Jsonb", "as_caller", "become", "call", "get_pool", "transaction"]
 from psycopg_pool import ConnectionPool
 
 from cortex.config import get_settings

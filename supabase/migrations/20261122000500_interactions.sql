@@ -27,7 +27,8 @@ create table cortex.interactions (
   analysis_status text not null default 'pending' check (analysis_status in ('pending', 'done')),
   analysis_model text,
   analysed_at timestamptz,
-  created_at timestamptz not null default now(),
+  -- Wall clock, not transaction start: several interactions logged in one transaction keep their order.
+  created_at timestamptz not null default clock_timestamp(),
   primary key (tenant_id, id),
   foreign key (tenant_id, contact_id) references cortex.contacts (tenant_id, id) on delete cascade,
   check (agent <> 'human' or human_id is not null)
