@@ -18,20 +18,20 @@ from urllib.parse import urlparse
 
 import psycopg
 import pytest
-from psycopg.rows import dict_row
-from pytest_postgresql.janitor import DatabaseJanitor
-
 from cortex import db as cortex_db
 from cortex.config import get_settings
 from cortex.migrate import migrate
+from psycopg.rows import dict_row
+from pytest_postgresql.janitor import DatabaseJanitor
 
 
 def _admin_dsn() -> str:
     dsn = os.environ.get("CORTEX_TEST_DSN")
     if not dsn and os.path.exists(".env.local"):
-        for line in open(".env.local"):
-            if line.startswith("CORTEX_TEST_DSN="):
-                dsn = line.split("=", 1)[1].strip()
+        with open(".env.local") as env:
+            for line in env:
+                if line.startswith("CORTEX_TEST_DSN="):
+                    dsn = line.split("=", 1)[1].strip()
     return dsn or "postgresql://cortex:cortex@127.0.0.1:5432/postgres"
 
 
@@ -45,9 +45,15 @@ def dsn_for(dbname: str) -> str:
 
 
 def _janitor(dbname: str, template: str | None = None, as_template: bool = False) -> DatabaseJanitor:
-    return DatabaseJanitor(user=_U.username or "postgres", host=_U.hostname or "127.0.0.1",
-                           port=_U.port or 5432, password=_U.password, dbname=dbname,
-                           template_dbname=template, as_template=as_template)
+    return DatabaseJanitor(
+        user=_U.username or "postgres",
+        host=_U.hostname or "127.0.0.1",
+        port=_U.port or 5432,
+        password=_U.password,
+        dbname=dbname,
+        template_dbname=template,
+        as_template=as_template,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -109,7 +115,9 @@ def make_tenant(admin: psycopg.Connection[dict[str, Any]]) -> TenantFactory:
 
     def make(slug: str | None = None, time_zone: str = "UTC") -> Tenant:
         slug = slug or f"t-{uuid.uuid4().hex[:8]}"
-        tid = admin.execute("select cortex.create_tenant(%s, %s, %s) as id", (slug.title(), slug, time_zone)).fetchone()
+        tid = admin.execute(
+            "select cortex.create_tenant(%s, %s, %s) as id", (slug.title(), slug, time_zone)
+        ).fetchone()
         assert tid is not None
         t = Tenant(str(tid["id"]), slug)
         for name in ("luna", "mia", "anna", "jasper"):
@@ -145,8 +153,10 @@ def as_agent(dsn: str) -> Iterator[AsAgent]:
 
     @contextmanager
     def _as(t: Tenant, agent: str) -> Iterator[psycopg.Connection[Any]]:
-        with psycopg.connect(dsn, autocommit=True) as conn, cortex_db.as_caller(
-                cortex_db.agent_claims(t.id, agent), conn) as c:
+        with (
+            psycopg.connect(dsn, autocommit=True) as conn,
+            cortex_db.as_caller(cortex_db.agent_claims(t.id, agent), conn) as c,
+        ):
             yield c
 
     yield _as
@@ -156,6 +166,12 @@ def as_agent(dsn: str) -> Iterator[AsAgent]:
 def contact(tenant: Tenant, as_agent: AsAgent) -> dict[str, Any]:
     """A contact of the first tenant."""
     with as_agent(tenant, "luna") as conn:
-        result: dict[str, Any] = cortex_db.call(conn, "upsert_contact", email="john@acme.com", name="John Smith",
-                                                company_name="Acme Corp", stage="customer")
+        result: dict[str, Any] = cortex_db.call(
+            conn,
+            "upsert_contact",
+            email="john@acme.com",
+            name="John Smith",
+            company_name="Acme Corp",
+            stage="customer",
+        )
     return result

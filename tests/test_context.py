@@ -9,13 +9,13 @@ import uuid
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from cortex import context as context_service
 from cortex.config import get_settings
 from cortex.db import agent_claims, call
 from cortex.errors import CortexError
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from tests.conftest import AsAgent, Tenant
 from tests.fake_anthropic import FakeAnthropic
 
@@ -28,8 +28,12 @@ GENERATED = {
     "key_facts": ["Procurement manager", "Price-conscious", "Values sustainability", "Ordered 500 units"],
     "current_status": "Active customer, no open tickets",
     "recommended_tone": "Professional, emphasise value",
-    "signals": {"churn_risk": 0.15, "upsell_potential": 0.72, "risk_factors": [],
-                "opportunity_factors": ["Mentioned scaling up"]},
+    "signals": {
+        "churn_risk": 0.15,
+        "upsell_potential": 0.72,
+        "risk_factors": [],
+        "opportunity_factors": ["Mentioned scaling up"],
+    },
 }
 
 
@@ -39,12 +43,21 @@ def content_tokens(result: dict[str, Any]) -> int:
     return math.ceil(len(json.dumps(content, ensure_ascii=False)) / 4)
 
 
-def store(as_agent: AsAgent, tenant: Tenant, contact_id: str, ctx: dict[str, Any] | None = None) -> dict[str, Any]:
+def store(
+    as_agent: AsAgent, tenant: Tenant, contact_id: str, ctx: dict[str, Any] | None = None
+) -> dict[str, Any]:
     with as_agent(tenant, "luna") as conn:
-        count = conn.execute("select interaction_count from cortex.contacts where id = %s", (contact_id,)).fetchone()
+        count = conn.execute(
+            "select interaction_count from cortex.contacts where id = %s", (contact_id,)
+        ).fetchone()
         assert count is not None
-        result: dict[str, Any] = call(conn, "refresh_context", contact_id=contact_id, context=ctx or GENERATED,
-                                      interaction_count=count[0])
+        result: dict[str, Any] = call(
+            conn,
+            "refresh_context",
+            contact_id=contact_id,
+            context=ctx or GENERATED,
+            interaction_count=count[0],
+        )
     return result
 
 
@@ -54,7 +67,13 @@ def test_get_context_levels_have_their_parts_and_stay_within_budget(
 ) -> None:
     with as_agent(tenant, "luna") as conn:
         for n in range(15):
-            call(conn, "log_interaction", contact_id=contact["id"], type="note", summary=f"Note number {n} logged.")
+            call(
+                conn,
+                "log_interaction",
+                contact_id=contact["id"],
+                type="note",
+                summary=f"Note number {n} logged.",
+            )
     store(as_agent, tenant, contact["id"])
     with as_agent(tenant, "luna") as conn:
         result = call(conn, "get_context", contact_id=contact["id"], level=level)
@@ -76,12 +95,19 @@ def test_get_context_levels_have_their_parts_and_stay_within_budget(
 def test_level_three_is_capped_at_the_agents_max_input_tokens(
     tenant: Tenant, as_agent: AsAgent, contact: dict[str, Any], admin: Any
 ) -> None:
-    admin.execute("update cortex.agent_config set max_input_tokens = 400 where tenant_id = %s and agent = 'mia'",
-                  (tenant.id,))
+    admin.execute(
+        "update cortex.agent_config set max_input_tokens = 400 where tenant_id = %s and agent = 'mia'",
+        (tenant.id,),
+    )
     with as_agent(tenant, "luna") as conn:
         for n in range(60):
-            call(conn, "log_interaction", contact_id=contact["id"], type="email_sent",
-                 summary=f"Followed up on quote {n} about reusable cups and bulk pricing for the spring season.")
+            call(
+                conn,
+                "log_interaction",
+                contact_id=contact["id"],
+                type="email_sent",
+                summary=f"Followed up on quote {n} about reusable cups and bulk pricing for the spring season.",
+            )
     with as_agent(tenant, "mia") as conn:
         mia = call(conn, "get_context", contact_id=contact["id"], level=3)
     with as_agent(tenant, "luna") as conn:
@@ -103,7 +129,10 @@ def test_context_is_stale_until_generated_and_again_after_new_interactions(
     assert first["is_stale"] is True and first["generated_at"] is None
     assert "John Smith" in first["context"]["summary"]
     assert first["refresh_queued"] is True and again["refresh_queued"] is False
-    assert admin.execute("select count(*) as n from cortex.jobs where kind = 'generate_context'").fetchone()["n"] == 1
+    assert (
+        admin.execute("select count(*) as n from cortex.jobs where kind = 'generate_context'").fetchone()["n"]
+        == 1
+    )
 
     store(as_agent, tenant, contact["id"])
     with as_agent(tenant, "luna") as conn:
@@ -114,11 +143,14 @@ def test_context_is_stale_until_generated_and_again_after_new_interactions(
     assert changed["is_stale"] is True
 
 
-@pytest.mark.parametrize("change", [
-    "generated_at = now() - interval '25 hours'",
-    "expires_at = now() - interval '1 second'",
-    "stale_since = now()",
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        "generated_at = now() - interval '25 hours'",
+        "expires_at = now() - interval '1 second'",
+        "stale_since = now()",
+    ],
+)
 def test_context_goes_stale_by_age_expiry_or_mark(
     tenant: Tenant, as_agent: AsAgent, contact: dict[str, Any], admin: Any, change: str
 ) -> None:
@@ -164,17 +196,21 @@ def test_a_failed_regeneration_serves_the_cached_context_as_stale_and_retries_in
         served = context_service.get_context(claims, contact["id"], level=1, refresh=True)
     assert served["is_stale"] is True
     assert served["context"]["summary"]  # the cached one, still there
-    job = admin.execute("select status, round(extract(epoch from run_at - now()) / 60) as minutes "
-                        "from cortex.jobs where kind = 'generate_context'").fetchone()
+    job = admin.execute(
+        "select status, round(extract(epoch from run_at - now()) / 60) as minutes "
+        "from cortex.jobs where kind = 'generate_context'"
+    ).fetchone()
     assert job == {"status": "queued", "minutes": 5}
-    failures = admin.execute("select failure_count, last_error is not null as e from cortex.contact_context"
-                             ).fetchone()
+    failures = admin.execute(
+        "select failure_count, last_error is not null as e from cortex.contact_context"
+    ).fetchone()
     assert failures == {"failure_count": 1, "e": True}
 
 
 @pytest.mark.parametrize(("level", "field"), [(4, "level"), (-1, "level")])
-def test_get_context_rejects_unknown_levels(tenant: Tenant, as_agent: AsAgent, contact: dict[str, Any],
-                                            level: int, field: str) -> None:
+def test_get_context_rejects_unknown_levels(
+    tenant: Tenant, as_agent: AsAgent, contact: dict[str, Any], level: int, field: str
+) -> None:
     with pytest.raises(CortexError) as err, as_agent(tenant, "luna") as conn:
         call(conn, "get_context", contact_id=contact["id"], level=level)
     assert err.value.field == field and err.value.status == 422
@@ -182,9 +218,15 @@ def test_get_context_rejects_unknown_levels(tenant: Tenant, as_agent: AsAgent, c
 
 # --- property: huge and odd inputs never break the caps or cut a word -------------------------
 
-ODD = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=3000)
-WORDY = st.lists(st.sampled_from(["cup", "lid", "über", "🙂", "x" * 400, '"quoted"', "back\\slash", "\t", "\n",
-                                  "a", "renewal", "ḁ̶͉͗"]), max_size=1500).map(" ".join)
+ODD = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=3000
+)
+WORDY = st.lists(
+    st.sampled_from(
+        ["cup", "lid", "über", "🙂", "x" * 400, '"quoted"', "back\\slash", "\t", "\n", "a", "renewal", "ḁ̶͉͗"]
+    ),
+    max_size=1500,
+).map(" ".join)
 TEXT = st.one_of(ODD, WORDY, st.just(""), st.just("word " * 5000))
 
 
@@ -195,8 +237,9 @@ def whole_word_prefix(value: str, sources: list[str]) -> bool:
     if not value.endswith("…"):
         return any(value == s for s in sources)
     stem = value[:-1]
-    return any(s.startswith(stem) and (len(s) == len(stem) or WS.match(s[len(stem)]) is not None)
-               for s in sources)
+    return any(
+        s.startswith(stem) and (len(s) == len(stem) or WS.match(s[len(stem)]) is not None) for s in sources
+    )
 
 
 def strings_in(node: Any) -> list[str]:
@@ -209,29 +252,70 @@ def strings_in(node: Any) -> list[str]:
     return []
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                 HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(name=TEXT, company=TEXT, summary=TEXT, facts=st.lists(TEXT, max_size=8),
-       interactions=st.lists(TEXT, max_size=25), max_input=st.integers(100, 5000))
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
+)
+@given(
+    name=TEXT,
+    company=TEXT,
+    summary=TEXT,
+    facts=st.lists(TEXT, max_size=8),
+    interactions=st.lists(TEXT, max_size=25),
+    max_input=st.integers(100, 5000),
+)
 def test_property_get_context_never_exceeds_budget_nor_cuts_a_word(
-    tenant: Tenant, as_agent: AsAgent, admin: Any, name: str, company: str, summary: str,
-    facts: list[str], interactions: list[str], max_input: int
+    tenant: Tenant,
+    as_agent: AsAgent,
+    admin: Any,
+    name: str,
+    company: str,
+    summary: str,
+    facts: list[str],
+    interactions: list[str],
+    max_input: int,
 ) -> None:
-    admin.execute("update cortex.agent_config set max_input_tokens = %s where tenant_id = %s and agent = 'luna'",
-                  (max_input, tenant.id))
+    admin.execute(
+        "update cortex.agent_config set max_input_tokens = %s where tenant_id = %s and agent = 'luna'",
+        (max_input, tenant.id),
+    )
     row = admin.execute(
         "insert into cortex.contacts (tenant_id, email, name, company_name) values (%s, %s, %s, %s) returning id",
-        (tenant.id, f"p{uuid.uuid4().hex}@example.com", name[:500], company[:500])).fetchone()
+        (tenant.id, f"p{uuid.uuid4().hex}@example.com", name[:500], company[:500]),
+    ).fetchone()
     cid = str(row["id"])
     for text in interactions:
-        admin.execute("insert into cortex.interactions (tenant_id, contact_id, agent, type, summary, "
-                      "analysis_status) values (%s, %s, 'luna', 'note', %s, 'done')", (tenant.id, cid, text or "x"))
+        admin.execute(
+            "insert into cortex.interactions (tenant_id, contact_id, agent, type, summary, "
+            "analysis_status) values (%s, %s, 'luna', 'note', %s, 'done')",
+            (tenant.id, cid, text or "x"),
+        )
     admin.execute("update cortex.contacts set interaction_count = %s where id = %s", (len(interactions), cid))
-    ctx = {"summary": summary or "s", "key_facts": facts, "current_status": summary[:300],
-           "recommended_tone": company[:300], "signals": {"risk_factors": facts[:3], "opportunity_factors": []}}
-    admin.execute("select cortex.store_context(%s, %s, %s::jsonb, null, %s)",
-                  (tenant.id, cid, json.dumps(ctx), len(interactions)))
-    sources = [name, company, summary or "s", summary[:300], company[:300], *facts, *(t or "x" for t in interactions)]
+    ctx = {
+        "summary": summary or "s",
+        "key_facts": facts,
+        "current_status": summary[:300],
+        "recommended_tone": company[:300],
+        "signals": {"risk_factors": facts[:3], "opportunity_factors": []},
+    }
+    admin.execute(
+        "select cortex.store_context(%s, %s, %s::jsonb, null, %s)",
+        (tenant.id, cid, json.dumps(ctx), len(interactions)),
+    )
+    sources = [
+        name,
+        company,
+        summary or "s",
+        summary[:300],
+        company[:300],
+        *facts,
+        *(t or "x" for t in interactions),
+    ]
     for level in (0, 1, 2, 3):
         with as_agent(tenant, "luna") as conn:
             result = call(conn, "get_context", contact_id=cid, level=level)

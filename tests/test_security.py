@@ -71,7 +71,8 @@ RULES: dict[str, tuple[str, str]] = {
     ),
     "every_table_documented": (
         f"""select n.nspname || '.' || c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace
-            where c.relkind in ('r', 'p') and n.nspname in {OUR_SCHEMAS} and obj_description(c.oid, 'pg_class') is null""",
+            where c.relkind in ('r', 'p') and n.nspname in {OUR_SCHEMAS}
+              and obj_description(c.oid, 'pg_class') is null""",
         "add `comment on table`",
     ),
     "policies_to_authenticated_with_wrapped_calls": (

@@ -10,9 +10,9 @@ from typing import Any
 
 import psycopg
 import pytest
-
 from cortex.db import call
 from cortex.errors import CortexError
+
 from tests.conftest import AsAgent, Tenant
 
 # Each API function, called by the other tenant against the first tenant's contact.
@@ -23,8 +23,9 @@ ATTACKS: dict[str, Attack] = {
     "log_interaction": lambda c, cid: call(c, "log_interaction", contact_id=cid, type="note", summary="x"),
     "list_interactions": lambda c, cid: call(c, "list_interactions", contact_id=cid),
     "get_context": lambda c, cid: call(c, "get_context", contact_id=cid, level=3),
-    "refresh_context": lambda c, cid: call(c, "refresh_context", contact_id=cid,
-                                           context={"summary": "forged"}),
+    "refresh_context": lambda c, cid: call(
+        c, "refresh_context", contact_id=cid, context={"summary": "forged"}
+    ),
 }
 # Functions that take no contact id: they must simply not return the other tenant's rows.
 LISTINGS: dict[str, Callable[[psycopg.Connection[Any]], Any]] = {
@@ -36,7 +37,8 @@ LISTINGS: dict[str, Callable[[psycopg.Connection[Any]], Any]] = {
 def _api_functions(admin: Any) -> set[str]:
     rows = admin.execute(
         """select p.proname from pg_proc p join pg_namespace n on n.oid = p.pronamespace
-           where n.nspname = 'public' and has_function_privilege('authenticated', p.oid, 'execute')""").fetchall()
+           where n.nspname = 'public' and has_function_privilege('authenticated', p.oid, 'execute')"""
+    ).fetchall()
     return {r["proname"] for r in rows}
 
 
@@ -48,15 +50,21 @@ def test_every_api_function_has_an_isolation_check(admin: Any) -> None:
 def test_other_tenant_cannot_reach_a_contact_through(
     name: str, tenant: Tenant, other_tenant: Tenant, as_agent: AsAgent, contact: dict[str, Any], admin: Any
 ) -> None:
-    before = admin.execute("select (select count(*) from cortex.interactions) as i, "
-                           "(select count(*) from cortex.contact_context) as x, "
-                           "(select name from cortex.contacts where id = %s) as name", (contact["id"],)).fetchone()
+    before = admin.execute(
+        "select (select count(*) from cortex.interactions) as i, "
+        "(select count(*) from cortex.contact_context) as x, "
+        "(select name from cortex.contacts where id = %s) as name",
+        (contact["id"],),
+    ).fetchone()
     with pytest.raises(CortexError) as err, as_agent(other_tenant, "luna") as conn:
         ATTACKS[name](conn, contact["id"])
     assert err.value.status == 404
-    after = admin.execute("select (select count(*) from cortex.interactions) as i, "
-                          "(select count(*) from cortex.contact_context) as x, "
-                          "(select name from cortex.contacts where id = %s) as name", (contact["id"],)).fetchone()
+    after = admin.execute(
+        "select (select count(*) from cortex.interactions) as i, "
+        "(select count(*) from cortex.contact_context) as x, "
+        "(select name from cortex.contacts where id = %s) as name",
+        (contact["id"],),
+    ).fetchone()
     assert after == before
 
 
@@ -78,8 +86,17 @@ def test_tables_read_directly_show_only_the_callers_tenant(
     with as_agent(tenant, "luna") as conn:
         call(conn, "log_interaction", contact_id=contact["id"], type="note", summary="hello")
     with as_agent(other_tenant, "luna") as conn:
-        for table in ("contacts", "interactions", "token_usage", "jobs", "contact_context", "agents",
-                      "agent_config", "model_prices", "alerts"):
+        for table in (
+            "contacts",
+            "interactions",
+            "token_usage",
+            "jobs",
+            "contact_context",
+            "agents",
+            "agent_config",
+            "model_prices",
+            "alerts",
+        ):
             rows = conn.execute(f"select tenant_id::text from cortex.{table}").fetchall()
             assert {r[0] for r in rows} <= {other_tenant.id}, table
         tenants = conn.execute("select id::text from cortex.tenants").fetchall()

@@ -19,8 +19,9 @@ def _env(name: str, default: str = "") -> str:
 class Settings:
     """Process-wide configuration; build with `get_settings()`."""
 
-    database_url: str = field(default_factory=lambda: _env(
-        "DATABASE_URL", "postgresql://cortex:cortex@127.0.0.1:5432/cortex"))
+    database_url: str = field(
+        default_factory=lambda: _env("DATABASE_URL", "postgresql://cortex:cortex@127.0.0.1:5432/cortex")
+    )
     anthropic_api_key: str = field(default_factory=lambda: _env("ANTHROPIC_API_KEY"))
     # The SDK honours ANTHROPIC_BASE_URL itself; tests point it at a local stand-in.
     anthropic_base_url: str = field(default_factory=lambda: _env("ANTHROPIC_BASE_URL"))

@@ -32,8 +32,11 @@ def build_context(material: Mapping[str, Any]) -> tuple[dict[str, Any], llm.Usag
     """The stored form of a generated context: the model's briefing plus computed signals."""
     generated, usage = llm.generate_context(material)
     signals = local_model.compute_signals(material)
-    context = {**generated.model_dump(), "signals": signals.model_dump(),
-               "open_threads": signals.open_threads}
+    context = {
+        **generated.model_dump(),
+        "signals": signals.model_dump(),
+        "open_threads": signals.open_threads,
+    }
     return context, usage
 
 
@@ -41,22 +44,33 @@ def refresh_context(claims: Claims, contact_id: str) -> dict[str, Any]:
     """Regenerates a contact's context now (HTTP and CLI path)."""
     with db.as_caller(claims) as conn:
         db.call(conn, "get_contact", contact_id=contact_id)  # 404 before any model call
-        material = conn.execute("select cortex.context_material(cortex.current_tenant(), %s)",
-                                (contact_id,)).fetchone()
+        material = conn.execute(
+            "select cortex.context_material(cortex.current_tenant(), %s)", (contact_id,)
+        ).fetchone()
     assert material is not None
     try:
         context, usage = build_context(material[0])
     except llm.LLMError as exc:
         with db.as_caller(claims) as conn:
-            conn.execute("select cortex.record_context_failure(cortex.current_tenant(), %s, %s)",
-                         (contact_id, str(exc)))
-            conn.execute("select cortex.request_context_refresh(cortex.current_tenant(), %s, 'retry', "
-                         "now() + interval '5 minutes')", (contact_id,))
+            conn.execute(
+                "select cortex.record_context_failure(cortex.current_tenant(), %s, %s)",
+                (contact_id, str(exc)),
+            )
+            conn.execute(
+                "select cortex.request_context_refresh(cortex.current_tenant(), %s, 'retry', "
+                "now() + interval '5 minutes')",
+                (contact_id,),
+            )
         return {"contact_id": contact_id, "regenerated": False, "queued": True, "error": str(exc)}
     with db.as_caller(claims) as conn:
-        result: dict[str, Any] = db.call(conn, "refresh_context", contact_id=contact_id, context=context,
-                                         usage=asdict(usage),
-                                         interaction_count=material[0]["interaction_count"])
+        result: dict[str, Any] = db.call(
+            conn,
+            "refresh_context",
+            contact_id=contact_id,
+            context=context,
+            usage=asdict(usage),
+            interaction_count=material[0]["interaction_count"],
+        )
     return result
 
 
@@ -71,9 +85,16 @@ def generate_for_job(conn: psycopg.Connection[Any], tenant_id: str, contact_id: 
     except llm.LLMError as exc:
         conn.execute("select cortex.record_context_failure(%s, %s, %s)", (tenant_id, contact_id, str(exc)))
         raise
-    out = conn.execute("select cortex.store_context(%s, %s, %s, %s, %s)",
-                       (tenant_id, contact_id, db.Jsonb(context),
-                        db.Jsonb({**asdict(usage), "agent": "system"}), material["interaction_count"])).fetchone()
+    out = conn.execute(
+        "select cortex.store_context(%s, %s, %s, %s, %s)",
+        (
+            tenant_id,
+            contact_id,
+            db.Jsonb(context),
+            db.Jsonb({**asdict(usage), "agent": "system"}),
+            material["interaction_count"],
+        ),
+    ).fetchone()
     assert out is not None
     result: dict[str, Any] = out[0]
     return result

@@ -34,8 +34,14 @@ def get_pool() -> ConnectionPool:
     with _pool_lock:
         if _pool is None:
             s = get_settings()
-            _pool = ConnectionPool(s.database_url, min_size=s.pool_min, max_size=s.pool_max,
-                                   kwargs={"autocommit": True}, open=True, name="cortex")
+            _pool = ConnectionPool(
+                s.database_url,
+                min_size=s.pool_min,
+                max_size=s.pool_max,
+                kwargs={"autocommit": True},
+                open=True,
+                name="cortex",
+            )
         return _pool
 
 
@@ -91,8 +97,9 @@ def transaction(conn: psycopg.Connection[Any] | None = None) -> Iterator[psycopg
 
 
 @contextmanager
-def as_caller(claims: Mapping[str, Any],
-              conn: psycopg.Connection[Any] | None = None) -> Iterator[psycopg.Connection[Any]]:
+def as_caller(
+    claims: Mapping[str, Any], conn: psycopg.Connection[Any] | None = None
+) -> Iterator[psycopg.Connection[Any]]:
     """One transaction acting as the caller with these claims (the PostgREST request path)."""
     with transaction(conn) as c:
         become(c, claims)

@@ -7,8 +7,8 @@ field, so both say exactly what the database said.
 
 from __future__ import annotations
 
-import re
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,11 +84,19 @@ def from_db_error(exc: psycopg.Error) -> CortexError:
     details: dict[str, Any] = {}
     if diag.message_detail and status < 500:
         details["detail"] = diag.message_detail
-    return CortexError(status, code, message, field_of(diag) if status < 500 else None,
-                       diag.message_hint if status < 500 else None, state or None, details)
+    return CortexError(
+        status,
+        code,
+        message,
+        field_of(diag) if status < 500 else None,
+        diag.message_hint if status < 500 else None,
+        state or None,
+        details,
+    )
 
 
-def bad_request(message: str, field: str | None = None, code: str = "validation_error",
-                status: int = 422) -> CortexError:
+def bad_request(
+    message: str, field: str | None = None, code: str = "validation_error", status: int = 422
+) -> CortexError:
     """A caller error found before the database was asked."""
     return CortexError(status, code, message, field)

@@ -23,14 +23,20 @@ def log_interaction(claims: Claims, **fields: Any) -> dict[str, Any]:
     model fails, the row is still written and the worker summarises it later."""
     if fields.get("summary") is None and fields.get("type") is not None:
         try:
-            analysis, usage = llm.summarise_interaction(fields["type"], fields.get("subject"),
-                                                        fields.get("raw_content"))
+            analysis, usage = llm.summarise_interaction(
+                fields["type"], fields.get("subject"), fields.get("raw_content")
+            )
         except llm.LLMError:
             analysis = None
         if analysis is not None:
-            fields = {**fields, "summary": analysis.summary, "key_points": analysis.key_points,
-                      "sentiment": analysis.sentiment, "intent": analysis.intent,
-                      "usage": {k: v for k, v in asdict(usage).items()}}
+            fields = {
+                **fields,
+                "summary": analysis.summary,
+                "key_points": analysis.key_points,
+                "sentiment": analysis.sentiment,
+                "intent": analysis.intent,
+                "usage": {k: v for k, v in asdict(usage).items()},
+            }
     with db.as_caller(claims) as conn:
         result: dict[str, Any] = db.call(conn, "log_interaction", **fields)
     return result
@@ -48,7 +54,9 @@ def summarise_pending(conn: psycopg.Connection[Any], tenant_id: str, interaction
     and writes the analysis once. Idempotent: an interaction already analysed is left alone."""
     row = conn.execute(
         "select type, subject, raw_content, agent, contact_id, analysis_status from cortex.interactions "
-        "where tenant_id = %s and id = %s", (tenant_id, interaction_id)).fetchone()
+        "where tenant_id = %s and id = %s",
+        (tenant_id, interaction_id),
+    ).fetchone()
     if row is None:
         return {"skipped": "interaction not found"}
     itype, subject, raw, agent, contact_id, status = row
@@ -58,7 +66,11 @@ def summarise_pending(conn: psycopg.Connection[Any], tenant_id: str, interaction
     with conn.transaction():
         out = conn.execute(
             "select cortex.record_interaction_analysis(%s, %s, %s, %s)",
-            (tenant_id, interaction_id, db.Jsonb(analysis.model_dump()),
-             db.Jsonb({**asdict(usage), "agent": agent, "contact_id": str(contact_id)})),
+            (
+                tenant_id,
+                interaction_id,
+                db.Jsonb(analysis.model_dump()),
+                db.Jsonb({**asdict(usage), "agent": agent, "contact_id": str(contact_id)}),
+            ),
         ).fetchone()
     return dict(out[0]) if out else {}

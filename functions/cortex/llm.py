@@ -47,9 +47,9 @@ _MAX_TOKENS: dict[Operation, int] = {"summarize": 600, "generate_context": 800, 
 class LLMError(Exception):
     """A model call failed: transport, HTTP status, timeout, or an answer that does not validate.
 
-    `retryable` tells a job queue whether trying again later can help (overload, rate limit,
-    timeout, server error) or not (bad request, bad credentials, a malformed answer is
-    retryable too since models are not deterministic).
+    `retryable` tells a job queue whether trying again later can help: yes for overload, rate
+    limit, timeout, connection and server errors, and for malformed answers (sampling may do
+    better next time); no for client errors such as a bad request or bad credentials.
     """
 
     def __init__(self, message: str, *, retryable: bool = False) -> None:

@@ -39,6 +39,7 @@ MAX_WORD_CHARS = 60
 MAX_ANALYSED_CHARS = 200_000
 # The point of a message is near its top; scoring further sentences only costs time.
 MAX_SCORED_SENTENCES = 400
+MAX_SENTENCE_CHARS = 1_000
 
 ELLIPSIS = "…"
 
@@ -82,7 +83,7 @@ _LINE_SEPARATORS = re.compile("\r\n?|[\u2028\u2029]")
 _BLANK_RUNS = re.compile(r"\n[ \t]*(?:\n[ \t]*)+")
 _SPACES = re.compile(r"\s+")
 # Words: whitespace-separated, and a CJK full stop also ends one (those scripts use no spaces).
-_TOKEN_SPLIT = re.compile(r"\s+|(?<=[。！？])")
+_TOKEN_SPLIT = re.compile(r"\s+|(?<=[\u3002\uff01\uff1f])")
 _WORD = re.compile(r"\w+")
 
 
@@ -150,7 +151,7 @@ def estimate_tokens(text: str) -> int:
 
 _GREETING = r"(?i:hi|hello|hey|dear|greetings|good (?:morning|afternoon|evening))\b"
 # Who a greeting or sign-off names: capitalised words ("John", "Mr. Smith") or a group.
-_NAME_WORDS = r"(?:[ \t]+(?:[A-Z][\w.'’-]*|(?i:team|there|all|everyone|folks|guys|both)))"
+_NAME_WORDS = r"(?:[ \t]+(?:[A-Z][\w.'\u2019-]*|(?i:team|there|all|everyone|folks|guys|both)))"
 _GREETING_LINE = re.compile(rf"{_GREETING}{_NAME_WORDS}{{0,4}}[ \t]*[,!.:]?|(?i:to whom it may concern)[,:]?")
 _GREETING_PREFIX = re.compile(rf"{_GREETING}{_NAME_WORDS}{{0,4}}[ \t]*[,!:](?:\s+|$)")
 _SIGN_OFF = re.compile(
@@ -163,30 +164,37 @@ _REPLY_HEADER = re.compile(
     r"(?:on\b.{0,200}\bwrote:|-{2,} ?(?:original|forwarded) message ?-{2,}|from: .{0,200})",
     re.IGNORECASE,
 )
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？])|\n[ \t]*\n|\n(?=[ \t]*[^\sa-z])")
-_ABBREVIATIONS = frozenset({"mr.", "mrs.", "ms.", "dr.", "st.", "vs.", "e.g.", "i.e.", "no.", "approx.", "inc."})
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?…])\s+|(?<=[\u3002\uff01\uff1f])|\n[ \t]*\n|\n(?=[ \t]*[^\sa-z])")
+_ABBREVIATIONS = frozenset(
+    {"mr.", "mrs.", "ms.", "dr.", "st.", "vs.", "e.g.", "i.e.", "no.", "approx.", "inc."}
+)
 _SUBJECT_PREFIX = re.compile(r"^(?:(?:re|fw|fwd|aw|sv|wg)\s*(?:\[\d+\])?\s*:\s*)+", re.IGNORECASE)
+
+
+def _weights(words: str, weight: float) -> dict[str, float]:
+    return dict.fromkeys(words.split(), weight)
+
 
 # Sentence scoring: words that carry the business content of CRM messages.
 _KEYWORDS: dict[str, float] = {
-    **dict.fromkeys(
+    **_weights(
         "order orders ordered ordering refund refunded delivery shipment shipping shipped package "
         "invoice price prices pricing quote quotation discount units bulk contract renewal renew "
         "subscription account ticket issue problem delay delayed damaged broken missing replacement "
         "resolved fixed expedited tracked cancel cancellation payment charge charged demo meeting "
         "trial upgrade plan sample samples quantity budget deadline timeline proposal purchase "
-        "buy arrive arrived arrival lawyer unacceptable escalate switch competitor".split(),
+        "buy arrive arrived arrival lawyer unacceptable escalate switch competitor",
         1.0,
     ),
-    **dict.fromkeys(
+    **_weights(
         "monday tuesday wednesday thursday friday saturday sunday january february march april may "
         "june july august september october november december tomorrow today week month quarter "
-        "asap urgent".split(),
+        "asap urgent",
         0.7,
     ),
-    **dict.fromkeys(
+    **_weights(
         "disappointed frustrated frustrating angry thrilled happy satisfied pleased interested "
-        "confirm confirmed agree agreed decided".split(),
+        "confirm confirmed agree agreed decided",
         0.6,
     ),
 }
@@ -201,13 +209,15 @@ _DATE_WORDS = re.compile(
     re.IGNORECASE,
 )
 _COMMITMENT = re.compile(
-    r"\b(?:will|i'll|we'll|i’ll|we’ll|going to|plan to|planning to|intend to|promise|next steps?|"
-    r"follow up|get back to you|by (?:monday|tuesday|wednesday|thursday|friday|tomorrow|eod|end of))\b",
+    r"\b(?:will|i'll|we'll|i\u2019ll|we\u2019ll|going to|plan to|planning to|intend to|promise|"
+    r"next steps?|follow up|get back to you|"
+    r"by (?:monday|tuesday|wednesday|thursday|friday|tomorrow|eod|end of))\b",
     re.IGNORECASE,
 )
 _PLEASANTRY = re.compile(
     r"\b(?:hope (?:you(?:'re| are)|this|all is)|hope you had|let me know if you have any|"
-    r"feel free to|don'?t hesitate|thanks? (?:you )?for (?:reaching out|your (?:email|message|patience|time))|"
+    r"feel free to|don'?t hesitate|"
+    r"thanks? (?:you )?for (?:reaching out|your (?:email|message|patience|time))|"
     r"have a (?:great|nice|good|lovely) (?:day|week|weekend)|looking forward to hearing)\b",
     re.IGNORECASE,
 )
@@ -215,7 +225,8 @@ _PLEASANTRY = re.compile(
 # Sentiment lexicon, matched on lower-cased text.
 _ESCALATION = re.compile(
     r"\b(?:lawyers?|attorneys?|solicitors?|lawsuit|sue you|suing|legal action|legal proceedings|"
-    r"legal steps|take (?:this|it) to legal|involve (?:my|our) legal|(?:my|our) legal (?:team|department) will|"
+    r"legal steps|take (?:this|it) to legal|involve (?:my|our) legal|"
+    r"(?:my|our) legal (?:team|department) will|"
     r"small claims|(?:speak|talk) (?:to|with) (?:a|your|the) (?:manager|supervisor)|"
     r"your (?:manager|supervisor|boss)|cancel my account|unacceptable|chargeback|"
     r"dispute (?:the|this) charge|better business bureau|trading standards|consumer protection|"
@@ -223,9 +234,9 @@ _ESCALATION = re.compile(
 )
 _NEGATIVE_STRONG = re.compile(
     r"\b(?:disappoint\w*|frustrat\w*|angry|furious|annoy\w*|upset|terrible|awful|horrible|worst|"
-    r"broken|damaged|defective|faulty|never (?:arrived|received|got)|(?:has|have|had)n['’]?t "
-    r"(?:arrived|received|heard|shown up)|still (?:waiting|haven['’]?t|hasn['’]?t|not)|"
-    r"not (?:working|received|acceptable|good enough)|(?:doesn|didn|isn)['’]?t work\w*|"
+    r"broken|damaged|defective|faulty|never (?:arrived|received|got)|(?:has|have|had)n['\u2019]?t "
+    r"(?:arrived|received|heard|shown up)|still (?:waiting|haven['\u2019]?t|hasn['\u2019]?t|not)|"
+    r"not (?:working|received|acceptable|good enough)|(?:doesn|didn|isn)['\u2019]?t work\w*|"
     r"does not work|stopped working|complain\w*|unhappy|dissatisfied|ridiculous|useless|"
     r"waste of|overcharged|charged twice|double charged|rude|ignored|no response|unresolved)\b"
 )
@@ -244,7 +255,8 @@ _POSITIVE_WEAK = re.compile(
 )
 # "not happy", "never satisfied": a negated positive counts against, not for.
 _NEGATED_POSITIVE = re.compile(
-    r"\b(?:not|never|no longer|hardly|isn['’]?t|wasn['’]?t|aren['’]?t|(?:don|didn)['’]?t)\s+"
+    r"\b(?:not|never|no longer|hardly|isn['\u2019]?t|wasn['\u2019]?t|aren['\u2019]?t|"
+    r"(?:don|didn)['\u2019]?t)\s+"
     r"(?:\w+\s+)?(?:happy|pleased|satisfied|great|good|impressed|helpful|love|like)\b"
 )
 # "no problem", "without any issues": a negated negative is not a complaint.
@@ -259,15 +271,17 @@ _RESOLUTION = re.compile(
 
 # Intent rules.
 _CHURN = re.compile(
-    r"\b(?:cancel\w*|not (?:to )?renew\w*|won['’]?t (?:be )?renew\w*|(?:do not|don['’]?t) renew|"
+    r"\b(?:cancel\w*|not (?:to )?renew\w*|won['\u2019]?t (?:be )?renew\w*|(?:do not|don['\u2019]?t) renew|"
     r"(?:switch|switching|move|moving|go|going) (?:over )?to (?:another|a different|a new|a cheaper|"
-    r"your competitor|a competitor|\w+['’]s)|terminat\w*|close (?:my|our) account|"
+    r"your competitor|a competitor|\w+['\u2019]s)|terminat\w*|close (?:my|our) account|"
     r"end (?:our|the|my) (?:contract|subscription|agreement)|look(?:ing)? (?:at|for|into) "
-    r"(?:other|alternative)\w*|competitors?|unsubscribe|stop (?:using|ordering|buying)|leaving you)\b"
+    r"(?:other|alternative)\w*|competitors?|unsubscribe|remove me from|"
+    r"stop (?:using|ordering|buying)|leaving you)\b"
 )
 _COMPLAINT_WORDS = re.compile(
     r"\b(?:issues?|problems?|complain\w*|delay\w*|late|missing|broken|damaged|defective|faulty|wrong|"
-    r"refund|not working|doesn['’]?t work|never arrived|hasn['’]?t arrived|overcharged|charged twice|"
+    r"refund|not working|doesn['\u2019]?t work|never arrived|hasn['\u2019]?t arrived|"
+    r"overcharged|charged twice|"
     r"unacceptable|disappoint\w*|frustrat\w*|lawyer|attorney|still waiting|poor)\b"
 )
 _PURCHASE = re.compile(
@@ -280,7 +294,8 @@ _SCHEDULING = re.compile(
     r"\b(?:schedul\w*|reschedul\w*|book (?:a|an|the) (?:call|meeting|demo|time|slot)|"
     r"set up (?:a|an) (?:call|meeting|demo)|calendar|calendly|availability|"
     r"available (?:on|at|for|this|next)|meeting|demo|time slot|hop on a call|"
-    r"(?:a|the) call (?:on|at|this|next|tomorrow)|what time works)\b"
+    r"(?:a|the) call (?:on|at|this|next|tomorrow)|(?:quick|short|brief) (?:chat|call)|"
+    r"what time works)\b"
 )
 _INFO_REQUEST = re.compile(
     r"\b(?:more (?:info|information|details)|(?:send|share) (?:me|us) (?:the|a|an|some|more|your)|"
@@ -344,9 +359,16 @@ def _strip_boilerplate(body: str) -> str:
 
 
 def _split_sentences(body: str) -> list[str]:
+    """The first sentences of `body` (about `MAX_SCORED_SENTENCES`), tidied, wordless ones dropped."""
+    limit = 4 * MAX_SCORED_SENTENCES
+    raws = _SENTENCE_BREAK.split(body, maxsplit=limit)
+    if len(raws) > limit:
+        raws.pop()  # the unsplit remainder of a long text, beyond what is scored
     pieces: list[str] = []
-    for raw in _SENTENCE_BREAK.split(body):
-        text = _tidy_tokens(raw)
+    for raw in raws:
+        # A "sentence" of thousands of characters is a log line or a table, never a summary;
+        # shortening it here bounds the cost of scoring it.
+        text = truncate_words(_tidy_tokens(raw), MAX_SENTENCE_CHARS)
         if not text:
             continue
         # "Mr. Smith" is one sentence, not two.
@@ -372,9 +394,7 @@ def _score_sentence(text: str, position: int) -> float:
     if _PLEASANTRY.search(text):
         weight -= 3.0
     count = len(words)
-    if count < 4:
-        weight -= 1.0
-    elif count > 50:
+    if count < 4 or count > 50:
         weight -= 1.0
     # Density rather than sum, so long rambling sentences do not win by length alone;
     # earlier sentences carry the point of most business messages.
@@ -515,7 +535,7 @@ def analyse_interaction(
     """
     itype = _clean_type(interaction_type)
     subject_text = clean_subject(subject)
-    body = sanitize_text(raw_content)[:MAX_ANALYSED_CHARS]
+    body = sanitize_text((raw_content or "")[:MAX_ANALYSED_CHARS])
     content = _strip_boilerplate(body)
     texts = _split_sentences(content)[:MAX_SCORED_SENTENCES]
     if not texts and _WORD.search(body):
@@ -613,7 +633,9 @@ def _interactions(material: Mapping[str, Any]) -> list[_Interaction]:
                 summary=_tidy_tokens(_one_line(it.get("summary"))),
                 sentiment=_one_line(it.get("sentiment")).lower(),
                 intent=_one_line(it.get("intent")).lower(),
-                key_points=tuple(p for p in (_tidy_tokens(_one_line(x)) for x in _sequence(it.get("key_points"))) if p),
+                key_points=tuple(
+                    p for p in (_tidy_tokens(_one_line(x)) for x in _sequence(it.get("key_points"))) if p
+                ),
                 thread_id=_one_line(it.get("thread_id")),
             )
         )
@@ -646,6 +668,10 @@ def _month_year(value: str) -> str:
     return parsed.strftime("%B %Y") if parsed else ""
 
 
+def _stage_phrase(stage: str) -> str:
+    return _STAGE_PHRASES.get(stage, f"a contact at stage {stage}" if stage else "a contact of unknown stage")
+
+
 def _sentence_end(text: str) -> str:
     text = text.strip()
     if not text:
@@ -658,12 +684,17 @@ def _label_lower(interaction_type: str) -> str:
 
 
 def _is_notable(item: _Interaction) -> bool:
-    return item.sentiment in ("negative", "escalation") or item.intent in (
-        "complaint",
-        "churn_risk",
-        "purchase_intent",
-        "complaint_resolved",
-    ) or item.type in ("order_placed", "refund_processed", "ticket_opened")
+    return (
+        item.sentiment in ("negative", "escalation")
+        or item.intent
+        in (
+            "complaint",
+            "churn_risk",
+            "purchase_intent",
+            "complaint_resolved",
+        )
+        or item.type in ("order_placed", "refund_processed", "ticket_opened")
+    )
 
 
 def compute_signals(material: Mapping[str, Any]) -> llm.Signals:
@@ -723,7 +754,9 @@ def compute_signals(material: Mapping[str, Any]) -> llm.Signals:
             orders += 1
             upsell += 0.1 * w
         text = " ".join((item.summary, *item.key_points)).lower()
-        if re.search(r"\b(?:scal\w+ up|bulk|per quarter|/quarter|more units|expand\w*|grow\w*|volume)\b", text):
+        if re.search(
+            r"\b(?:scal\w+ up|bulk|per quarter|/quarter|more units|expand\w*|grow\w*|volume)\b", text
+        ):
             scaling = True
 
     open_threads = _open_threads(items)
@@ -746,7 +779,7 @@ def compute_signals(material: Mapping[str, Any]) -> llm.Signals:
         opportunities.append(f"Placed {orders} order{'s' if orders > 1 else ''} recently")
     if items and items[0].sentiment == "positive":
         opportunities.append("Positive recent interaction")
-    elif positives and not items[0].sentiment == "positive":
+    elif positives:
         opportunities.append(f"{positives} positive recent interaction{'s' if positives > 1 else ''}")
 
     return llm.Signals(
@@ -791,17 +824,19 @@ def _current_status(contact: _Contact, items: list[_Interaction], signals: llm.S
         return f"{stage.capitalize()}, no interactions logged yet"
     latest = items[0]
     when = f" ({_day(latest.date)})" if latest.date else ""
-    if latest.type in _OUTBOUND_TYPES or (latest.direction == "outbound" and latest.type != "ticket_resolved"):
+    if latest.type in _OUTBOUND_TYPES or (
+        latest.direction == "outbound" and latest.type not in RESOLUTION_TYPES
+    ):
         by = f" from {latest.agent}" if latest.agent else ""
         return f"Awaiting reply to {_label_lower(latest.type)}{by}{when}"
     if latest.type == "email_received" or latest.direction == "inbound":
         return f"Contact wrote last{when}; reply pending"
-    if signals.open_threads:
-        return f"{len(signals.open_threads)} open thread{'s' if len(signals.open_threads) > 1 else ''}"
+    n = len(signals.open_threads)
+    threads = f"{n} open thread{'s' if n > 1 else ''}" if n else "no open threads"
     if contact.stage == "customer":
-        return "Active customer, no open tickets"
+        return "Active customer, no open tickets" + (f"; {threads}" if n else "")
     stage = contact.stage or "contact"
-    return f"{stage.capitalize()}, no open threads"
+    return f"{stage.capitalize()}, {threads}"
 
 
 def _recommended_tone(contact: _Contact, items: list[_Interaction]) -> str:
@@ -835,22 +870,23 @@ def generate_context(material: Mapping[str, Any]) -> llm.GeneratedContext:
     signals = compute_signals(material)
 
     # Sentence 1: who they are.
-    stage = _STAGE_PHRASES.get(contact.stage, f"a {contact.stage}" if contact.stage else "a contact")
-    who = contact.display_name
-    at = f" at {contact.company}" if contact.company else ""
-    since = _month_year(contact.first_touch)
-    origin = f", first in touch {'in ' + since if since else ''}".rstrip() if since else ""
-    via = f" via {contact.source.replace('_', ' ')}" if contact.source else ""
-    sentences = [f"{who} is {stage}{at}{origin}{via}."]
+    if contact.name or contact.email or contact.company or contact.stage:
+        stage = _stage_phrase(contact.stage)
+        at = f" at {contact.company}" if contact.company else ""
+        since = _month_year(contact.first_touch)
+        origin = f", first in touch in {since}" if since else ""
+        via = f" via {contact.source.replace('_', ' ')}" if contact.source else ""
+        sentences = [f"{contact.display_name} is {stage}{at}{origin}{via}."]
+    else:
+        sentences = ["No details are on record for this contact yet."]
 
     # Sentence 2: history highlights.
     if items:
         latest = items[0]
-        by = f" by {latest.agent}" if latest.agent else ""
-        on = f" on {_day(latest.date)}" if latest.date else ""
+        about = ", ".join(x for x in (_label_lower(latest.type), latest.agent, _day(latest.date)) if x)
         what = f": {truncate_words(latest.summary, 160)}" if latest.summary else ""
         plural = "s" if count != 1 else ""
-        history = f"Of {count} logged interaction{plural}, the latest was a {_label_lower(latest.type)}{by}{on}{what}"
+        history = f"Of {count} logged interaction{plural}, the latest ({about}){what}"
         sentences.append(_sentence_end(history))
         notable = next((i for i in items[1:] if _is_notable(i) and i.summary), None)
         if notable is not None:
@@ -908,7 +944,9 @@ def _key_facts(contact: _Contact, items: list[_Interaction], count: int, signals
             facts.append(f"{truncate_words(point, 100)}{when}")
     if signals.open_threads:
         t = signals.open_threads[0]
-        facts.append(f"Open thread: {t['subject'] or t['thread_id']} (last: {_label_lower(str(t['last_type']))})")
+        facts.append(
+            f"Open thread: {t['subject'] or t['thread_id']} (last: {_label_lower(str(t['last_type']))})"
+        )
     if any(i.intent == "churn_risk" for i in items[:5]):
         facts.append("Used churn language recently (cancel, switch, not renewing)")
     if contact.tags:
@@ -933,8 +971,8 @@ def _key_facts(contact: _Contact, items: list[_Interaction], count: int, signals
 _SUGGESTED_ACTIONS = {
     "warm_reply": "Reply today: answer their questions and propose a short discovery call",
     "escalation": "Contact {name} promptly, acknowledge the issue and own the resolution",
-    "complex_question": "Answer the open question in the latest interaction with a detailed, specific reply",
-    "upsell_opportunity": "Reach out with a tailored offer (e.g. volume pricing) based on their recent orders",
+    "complex_question": "Answer the question in the latest interaction with a detailed, specific reply",
+    "upsell_opportunity": "Reach out with a tailored offer (e.g. volume pricing) based on recent orders",
     "churn_risk": "Call {name} to understand their concerns and offer a concrete retention plan",
     "completed_sequence": "Review engagement and decide between a personal follow-up and nurture",
     "customer_request": "Fulfil {name}'s request and confirm back to them",
@@ -958,7 +996,7 @@ def generate_handoff_summary(
     count = _interaction_count(material, items)
     signals = compute_signals(material)
 
-    source = _one_line(from_agent) or "Another agent"
+    source = _capitalised(_one_line(from_agent)) or "Another agent"
     target = _one_line(to_agent_or_human) or "a human teammate"
     reason_key = _one_line(reason).lower()
     why = reason_key.replace("_", " ") or "unspecified reason"
@@ -966,11 +1004,12 @@ def generate_handoff_summary(
     if detail:
         why = f"{why}: {truncate_words(detail, 200)}"
     at = f" ({contact.company})" if contact.company else ""
-    parts = [f"{source} is handing {contact.display_name}{at} to {target} — {why}."]
+    who = contact.name or contact.email or "this contact"
+    parts = [f"{source} is handing {who}{at} to {target} — {why}."]
 
-    stage = _STAGE_PHRASES.get(contact.stage, f"a {contact.stage}" if contact.stage else "a contact")
     plural = "s" if count != 1 else ""
-    parts.append(f"They are {stage} with {count} logged interaction{plural}.")
+    logged = f"{count} logged interaction{plural}" if count else "no logged interactions yet"
+    parts.append(f"They are {_stage_phrase(contact.stage)} with {logged}.")
     existing_summary = _tidy_tokens(_one_line(existing.get("summary")))
     if existing_summary:
         parts.append(_sentence_end(truncate_words(existing_summary, 250)))
@@ -985,7 +1024,7 @@ def generate_handoff_summary(
         subjects = [str(t["subject"] or t["thread_id"]) for t in signals.open_threads[:2]]
         parts.append(_sentence_end("Open: " + "; ".join(subjects)))
 
-    name = contact.name or contact.email or "the contact"
+    name = contact.name or contact.email or "the customer"
     action = _SUGGESTED_ACTIONS.get(reason_key, "Review the context and follow up with {name}")
     if reason_key not in _SUGGESTED_ACTIONS and items and items[0].intent == "question":
         action = "Answer {name}'s open question from the latest interaction"

@@ -61,7 +61,7 @@ def migrate(dsn: str, *, platform: bool = True) -> list[str]:
             # Roles are cluster-wide: serialise concurrent set-ups of several databases.
             with conn.transaction():
                 conn.execute("select pg_advisory_xact_lock(7267001)")
-                conn.execute(PLATFORM_SQL.read_text())  # type: ignore[arg-type]
+                conn.execute(PLATFORM_SQL.read_text())
         with conn.transaction():
             conn.execute("select pg_advisory_xact_lock(7267002)")
             have = applied_versions(conn)
@@ -69,7 +69,7 @@ def migrate(dsn: str, *, platform: bool = True) -> list[str]:
             if mig.version in have:
                 continue
             with conn.transaction():
-                conn.execute(mig.sql)  # type: ignore[arg-type]
+                conn.execute(mig.sql)
                 conn.execute(
                     "insert into supabase_migrations.schema_migrations (version, name) values (%s, %s)",
                     (mig.version, mig.name),
