@@ -21,7 +21,8 @@ def log_interaction(claims: Claims, **fields: Any) -> dict[str, Any]:
     """Logs an interaction. Without a caller-given summary it is summarised now (Claude Haiku, or
     the local summariser offline) and the call is recorded in token_usage with the row. If the
     model fails, the row is still written and the worker summarises it later."""
-    if fields.get("summary") is None and fields.get("type") is not None:
+    # A read-only caller (known from its key) will be refused by SQL: spend no model call on it.
+    if fields.get("summary") is None and fields.get("type") is not None and not claims.get("read_only"):
         try:
             analysis, usage = llm.summarise_interaction(
                 fields["type"], fields.get("subject"), fields.get("raw_content")
