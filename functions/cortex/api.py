@@ -35,11 +35,14 @@ from pydantic import BaseModel, ValidationError
 from werkzeug.exceptions import MethodNotAllowed, NotFound
 from werkzeug.routing import Map, RequestRedirect, Rule
 
-from cortex import contacts, context, db, interactions, migrate
+from cortex import contacts, context, db, interactions, migrate, usage
 from cortex.auth import authenticate
 from cortex.config import get_settings
 from cortex.errors import CortexError
 from cortex.models import (
+    BudgetCheck,
+    BudgetCheckPath,
+    BudgetCheckQuery,
     Contact,
     ContactCreate,
     ContactCreated,
@@ -58,6 +61,10 @@ from cortex.models import (
     InteractionList,
     InteractionListQuery,
     InteractionLogged,
+    UsageRecord,
+    UsageRecorded,
+    UsageSummary,
+    UsageSummaryQuery,
     WorkingContext,
 )
 
@@ -174,6 +181,21 @@ def _refresh_context(call: Call) -> Reply:
     result = context.refresh_context(call.claims, str(call.path_as(ContextPath).contact_id))
     # Generation failed: the cached context stays, a retry is queued (seed 000).
     return Reply(200 if result.get("regenerated") else 202, result)
+
+
+def _usage_summary(call: Call) -> Reply:
+    query = call.query_as(UsageSummaryQuery)
+    return Reply(200, usage.usage_summary(call.claims, query.period, query.agent))
+
+
+def _budget_check(call: Call) -> Reply:
+    agent = call.path_as(BudgetCheckPath).agent
+    return Reply(200, usage.budget_check(call.claims, agent, call.query_as(BudgetCheckQuery).estimated_tokens))
+
+
+def _record_usage(call: Call) -> Reply:
+    body = call.body_as(UsageRecord).model_dump(mode="json", exclude_none=True)
+    return Reply(201, usage.record_usage(call.claims, **body))
 
 
 def _version() -> str:
@@ -347,6 +369,42 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "GET",
+        (f"{_P}/usage/summary",),
+        "usage_summary",
+        _usage_summary,
+        "Token usage of the day, week or month (tenant time zone), by agent and model, with budget status",
+        "usage",
+        {200: UsageSummary},
+        query=UsageSummaryQuery,
+    ),
+    Route(
+        "GET",
+        (f"{_P}/usage/budget-check/<agent>",),
+        "budget_check",
+        _budget_check,
+        "Check an agent's daily budget before an operation",
+        "usage",
+        {200: BudgetCheck},
+        query=BudgetCheckQuery,
+        path=BudgetCheckPath,
+        description="Recommendation after the estimated operation: <=80% proceed, <=95% use_haiku, "
+        "<=100% defer, over the budget alert_human (within_budget false).",
+    ),
+    Route(
+        "POST",
+        (f"{_P}/usage",),
+        "record_usage",
+        _record_usage,
+        "Record a model call against the agent's daily budget",
+        "usage",
+        {201: UsageRecorded},
+        body=UsageRecord,
+        errors=(429,),
+        description="Over the daily budget the call is refused with 429 and Retry-After (seconds to the "
+        "tenant's midnight); the refusal is recorded (budget_exceeded=true) and the monitor notified.",
+    ),
+    Route(
+        "GET",
         ("/health", f"{_P}/health"),
         "health",
         _health,
@@ -506,6 +564,8 @@ def _error_reply(exc: CortexError, request_id: str) -> Reply:
     headers = {"Allow": ", ".join(exc.details["allowed"])} if exc.status == 405 else {}
     if exc.status == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="cortex"'
+    if exc.status == 429 and "retry_after_seconds" in exc.details:
+        headers["Retry-After"] = str(exc.details["retry_after_seconds"])
     return Reply(exc.status, body, headers)
 
 
@@ -563,7 +623,8 @@ _ERROR_TEXT: dict[int, str] = {
     401: "Missing, invalid, expired or revoked credentials",
     403: "The calling agent may not do this (a read-only agent writing)",
     404: "Unknown contact; create it first with POST /api/v1/contacts",
-    409: "Conflict with existing data (such as an email already taken)",
+    409: "Conflict with existing data (such as an email already taken) or an illegal status move",
+    429: "Over the agent's daily token budget; Retry-After gives the seconds to the tenant's midnight",
     413: "Request body too large",
     422: "Invalid input: `field` names the first offending input, `errors` lists all",
     500: "Unexpected failure (logged with the request id)",

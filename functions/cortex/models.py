@@ -49,6 +49,9 @@ SearchText = Annotated[str, StringConstraints(max_length=200)]
 
 __all__ = [
     "AgentName",
+    "BudgetCheck",
+    "BudgetCheckPath",
+    "BudgetCheckQuery",
     "Contact",
     "ContactCreate",
     "ContactCreated",
@@ -82,6 +85,10 @@ __all__ = [
     "Sentiment",
     "Stage",
     "TokenUsage",
+    "UsageRecord",
+    "UsageRecorded",
+    "UsageSummary",
+    "UsageSummaryQuery",
     "WorkingContext",
 ]
 
@@ -449,3 +456,75 @@ class ErrorResponse(_Response):
     """Every error response has this body."""
 
     error: ErrorDetail
+
+
+# --- usage and budgets (issue 4) ---------------------------------------------------------------
+
+
+class UsageSummaryQuery(_Request):
+    """GET /usage/summary query parameters."""
+
+    period: Literal["day", "week", "month"] = Field(default="day", description="in the tenant's time zone")
+    agent: AgentName | None = None
+
+
+class UsageSummary(_Response):
+    """Token usage of a period: totals, by agent, by model, and today's budget status (seed 000)."""
+
+    period: str
+    start: str
+    end: str
+    time_zone: str | None = None
+    totals: dict[str, Any]
+    by_agent: dict[str, Any]
+    by_model: dict[str, Any]
+    budget_status: dict[str, Any]
+
+
+class BudgetCheckPath(_Request):
+    """GET /usage/budget-check/{agent} path parameters."""
+
+    agent: AgentName
+
+
+class BudgetCheckQuery(_Request):
+    """GET /usage/budget-check/{agent} query parameters."""
+
+    estimated_tokens: int = Field(default=0, ge=0, le=100_000_000)
+
+
+class BudgetCheck(_Response):
+    """Whether an operation fits today's budget: ≤80 % after it proceed, ≤95 % use_haiku, ≤100 % defer,
+    over 100 % alert_human (within_budget false)."""
+
+    agent: str
+    daily_budget: int
+    used_today: int
+    remaining: int
+    estimated_tokens: int
+    within_budget: bool
+    recommendation: Literal["proceed", "use_haiku", "defer", "alert_human"]
+    budget_percentage_used: float
+    retry_after_seconds: int | None = None
+
+
+class UsageRecord(_Request):
+    """POST /usage: a model call an agent made itself, checked against its daily budget."""
+
+    model: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    operation: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+    input_tokens: int = Field(ge=0, le=100_000_000)
+    output_tokens: int = Field(ge=0, le=100_000_000)
+    contact_id: UUID | None = None
+    interaction_id: UUID | None = None
+    agent: AgentName | None = None
+
+
+class UsageRecorded(_Response):
+    """The recorded call with its cost and the budget after it."""
+
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    refused: bool
