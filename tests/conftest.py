@@ -16,13 +16,18 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
+import functions_framework
 import psycopg
 import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+from psycopg.rows import dict_row
+from pytest_postgresql.janitor import DatabaseJanitor
+
+from cortex import auth
 from cortex import db as cortex_db
 from cortex.config import get_settings
 from cortex.migrate import migrate
-from psycopg.rows import dict_row
-from pytest_postgresql.janitor import DatabaseJanitor
 
 
 def _admin_dsn() -> str:
@@ -115,9 +120,7 @@ def make_tenant(admin: psycopg.Connection[dict[str, Any]]) -> TenantFactory:
 
     def make(slug: str | None = None, time_zone: str = "UTC") -> Tenant:
         slug = slug or f"t-{uuid.uuid4().hex[:8]}"
-        tid = admin.execute(
-            "select cortex.create_tenant(%s, %s, %s) as id", (slug.title(), slug, time_zone)
-        ).fetchone()
+        tid = admin.execute("select cortex.create_tenant(%s, %s, %s) as id", (slug.title(), slug, time_zone)).fetchone()
         assert tid is not None
         t = Tenant(str(tid["id"]), slug)
         for name in ("luna", "mia", "anna", "jasper"):
@@ -175,3 +178,21 @@ def contact(tenant: Tenant, as_agent: AsAgent) -> dict[str, Any]:
             stage="customer",
         )
     return result
+
+
+MAIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "functions", "main.py")
+
+
+@pytest.fixture(scope="session")
+def app() -> Flask:
+    """The app exactly as `functions-framework --source functions/main.py --target api` builds it."""
+    built: Flask = functions_framework.create_app(target="api", source=MAIN)  # type: ignore[no-untyped-call]
+    return built
+
+
+@pytest.fixture
+def client(app: Flask, dsn: str) -> Iterator[FlaskClient]:
+    """A test client on a fresh database, with no cached key lookups from earlier tests."""
+    auth.clear_key_cache()
+    yield app.test_client()
+    auth.clear_key_cache()

@@ -5,6 +5,7 @@ functions/main.py, driven with Flask's test client against a real database (and,
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -14,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, get_args
 
-import functions_framework
 import httpx
 import jwt
 import psycopg
@@ -32,7 +32,6 @@ from cortex.models import (
     ContactCreated,
     ContactList,
     ContextRefresh,
-    ErrorResponse,
     HealthDeep,
     HealthReady,
     Intent,
@@ -43,6 +42,7 @@ from cortex.models import (
     Stage,
     WorkingContext,
 )
+from tests.api_helpers import bearer, body_of, error_of
 from tests.conftest import Tenant, dsn_for
 from tests.fake_anthropic import FakeAnthropic
 
@@ -57,38 +57,6 @@ EMAIL = (
 )
 
 Admin = psycopg.Connection[dict[str, Any]]
-
-
-@pytest.fixture(scope="module")
-def app() -> Flask:
-    """The app exactly as `functions-framework --source functions/main.py --target api` builds it."""
-    built: Flask = functions_framework.create_app(target="api", source=str(MAIN))  # type: ignore[no-untyped-call]
-    return built
-
-
-@pytest.fixture
-def client(app: Flask, dsn: str) -> Iterator[FlaskClient]:
-    """A test client on a fresh database, with no cached key lookups from earlier tests."""
-    auth.clear_key_cache()
-    yield app.test_client()
-    auth.clear_key_cache()
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
-
-
-def body_of(response: TestResponse) -> Any:
-    assert response.mimetype == "application/json", response.data
-    return response.get_json()
-
-
-def error_of(response: TestResponse) -> dict[str, Any]:
-    """The error object of an error response, after checking it has the documented shape."""
-    body = body_of(response)
-    ErrorResponse.model_validate(body)
-    error: dict[str, Any] = body["error"]
-    return error
 
 
 def counts(admin: Admin) -> dict[str, int]:
@@ -876,7 +844,7 @@ def test_openapi_lists_every_route_with_schemas_parameters_errors_and_security(c
     }
     for route in api.ROUTES:
         for rule in route.paths:
-            templated = rule.replace("<id>", "{id}").replace("<contact_id>", "{contact_id}")
+            templated = re.sub(r"<(\w+)>", r"{\1}", rule)
             op = doc["paths"][templated][route.method.lower()]
             assert op["security"] == ([{"bearerAuth": []}] if route.auth else [])
             names = {p.get("name") for p in op["parameters"]}

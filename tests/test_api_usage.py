@@ -7,8 +7,8 @@ from typing import Any
 
 from flask.testing import FlaskClient
 
+from tests.api_helpers import bearer, body_of, error_of
 from tests.conftest import Tenant
-from tests.test_api import app, bearer, body_of, client, error_of  # noqa: F401  (fixtures)
 
 
 def record(client: FlaskClient, key: str, **fields: Any) -> Any:

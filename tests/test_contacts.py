@@ -6,10 +6,10 @@ import uuid
 from typing import Any
 
 import pytest
-from cortex.db import call
-from cortex.errors import CortexError
 from psycopg.types.json import Jsonb
 
+from cortex.db import call
+from cortex.errors import CortexError
 from tests.conftest import AsAgent, Tenant
 
 

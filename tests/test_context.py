@@ -9,13 +9,13 @@ import uuid
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from cortex import context as context_service
 from cortex.config import get_settings
 from cortex.db import agent_claims, call
 from cortex.errors import CortexError
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from tests.conftest import AsAgent, Tenant
 from tests.fake_anthropic import FakeAnthropic
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import psycopg
 import pytest
+
 from cortex import interactions
 from cortex.db import agent_claims, call
 from cortex.errors import CortexError
-
 from tests.conftest import AsAgent, Tenant
 
 EMAIL = (

@@ -12,12 +12,12 @@ import time
 from typing import Any
 
 import pytest
-from cortex import llm, local_model, prompts
-from cortex.config import Settings
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
+from cortex import llm, local_model, prompts
+from cortex.config import Settings
 from tests.fake_anthropic import ANALYSIS_ANSWER, CONTEXT_ANSWER, HANDOFF_ANSWER, FakeAnthropic
 
 SENTIMENTS = {"positive", "neutral", "negative", "escalation"}

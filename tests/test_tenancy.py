@@ -10,28 +10,59 @@ from typing import Any
 
 import psycopg
 import pytest
+
 from cortex.db import call
 from cortex.errors import CortexError
-
 from tests.conftest import AsAgent, Tenant
 
-# Each API function, called by the other tenant against the first tenant's contact.
-Attack = Callable[[psycopg.Connection[Any], str], Any]
+# Each API function, called by the other tenant against the first tenant's contact / handoff.
+Attack = Callable[[psycopg.Connection[Any], dict[str, str]], Any]
 ATTACKS: dict[str, Attack] = {
-    "get_contact": lambda c, cid: call(c, "get_contact", contact_id=cid),
-    "update_contact": lambda c, cid: call(c, "update_contact", contact_id=cid, patch={"name": "pwned"}),
-    "log_interaction": lambda c, cid: call(c, "log_interaction", contact_id=cid, type="note", summary="x"),
-    "list_interactions": lambda c, cid: call(c, "list_interactions", contact_id=cid),
-    "get_context": lambda c, cid: call(c, "get_context", contact_id=cid, level=3),
-    "refresh_context": lambda c, cid: call(
-        c, "refresh_context", contact_id=cid, context={"summary": "forged"}
+    "get_contact": lambda c, t: call(c, "get_contact", contact_id=t["contact"]),
+    "update_contact": lambda c, t: call(c, "update_contact", contact_id=t["contact"], patch={"name": "pwned"}),
+    "log_interaction": lambda c, t: call(c, "log_interaction", contact_id=t["contact"], type="note", summary="x"),
+    "list_interactions": lambda c, t: call(c, "list_interactions", contact_id=t["contact"]),
+    "get_context": lambda c, t: call(c, "get_context", contact_id=t["contact"], level=3),
+    "refresh_context": lambda c, t: call(c, "refresh_context", contact_id=t["contact"], context={"summary": "forged"}),
+    "create_handoff": lambda c, t: call(
+        c, "create_handoff", contact_id=t["contact"], to_agent="jasper", reason="warm_reply", context_summary="x"
     ),
+    "get_handoff": lambda c, t: call(c, "get_handoff", handoff_id=t["handoff"]),
+    "update_handoff_status": lambda c, t: call(c, "update_handoff_status", handoff_id=t["handoff"], status="accepted"),
 }
 # Functions that take no contact id: they must simply not return the other tenant's rows.
 LISTINGS: dict[str, Callable[[psycopg.Connection[Any]], Any]] = {
     "search_contacts": lambda c: call(c, "search_contacts", search="john")["items"],
     "upsert_contact": lambda c: [call(c, "upsert_contact", email="john@acme.com", name="Other John")],
+    "get_pending_handoffs": lambda c: call(c, "get_pending_handoffs")["items"],
+    "list_handoffs": lambda c: call(c, "list_handoffs")["items"],
 }
+# Usage functions answer about the caller's own tenant only: the first tenant's spend must not show.
+USAGE: dict[str, Callable[[psycopg.Connection[Any]], int]] = {
+    "usage_summary": lambda c: int(call(c, "usage_summary", period="month")["totals"]["total_tokens"]),
+    "budget_check": lambda c: int(call(c, "budget_check", agent="luna")["used_today"]),
+    "record_usage": lambda c: int(
+        call(c, "record_usage", model="haiku", operation="probe", input_tokens=0, output_tokens=0)["budget"][
+            "used_today"
+        ]
+    ),
+}
+
+
+@pytest.fixture
+def target(tenant: Tenant, as_agent: AsAgent, contact: dict[str, Any]) -> dict[str, str]:
+    """The first tenant's contact, a handoff of it, and some spend."""
+    with as_agent(tenant, "luna") as conn:
+        handoff = call(
+            conn,
+            "create_handoff",
+            contact_id=contact["id"],
+            to_agent="jasper",
+            reason="warm_reply",
+            context_summary="Asked for pricing",
+        )
+        call(conn, "record_usage", model="haiku", operation="write_email", input_tokens=700, output_tokens=300)
+    return {"contact": contact["id"], "handoff": handoff["id"]}
 
 
 def _api_functions(admin: Any) -> set[str]:
@@ -43,25 +74,33 @@ def _api_functions(admin: Any) -> set[str]:
 
 
 def test_every_api_function_has_an_isolation_check(admin: Any) -> None:
-    assert _api_functions(admin) <= set(ATTACKS) | set(LISTINGS)
+    assert _api_functions(admin) <= set(ATTACKS) | set(LISTINGS) | set(USAGE)
 
 
 @pytest.mark.parametrize("name", sorted(ATTACKS))
 def test_other_tenant_cannot_reach_a_contact_through(
-    name: str, tenant: Tenant, other_tenant: Tenant, as_agent: AsAgent, contact: dict[str, Any], admin: Any
+    name: str,
+    tenant: Tenant,
+    other_tenant: Tenant,
+    as_agent: AsAgent,
+    contact: dict[str, Any],
+    admin: Any,
+    target: dict[str, str],
 ) -> None:
     before = admin.execute(
         "select (select count(*) from cortex.interactions) as i, "
-        "(select count(*) from cortex.contact_context) as x, "
+        "(select count(*) from cortex.contact_context) as x, (select count(*) from cortex.handoff_events) as h, "
+        "(select string_agg(status, ',') from cortex.handoff_events) as hs, "
         "(select name from cortex.contacts where id = %s) as name",
         (contact["id"],),
     ).fetchone()
     with pytest.raises(CortexError) as err, as_agent(other_tenant, "luna") as conn:
-        ATTACKS[name](conn, contact["id"])
+        ATTACKS[name](conn, target)
     assert err.value.status == 404
     after = admin.execute(
         "select (select count(*) from cortex.interactions) as i, "
-        "(select count(*) from cortex.contact_context) as x, "
+        "(select count(*) from cortex.contact_context) as x, (select count(*) from cortex.handoff_events) as h, "
+        "(select string_agg(status, ',') from cortex.handoff_events) as hs, "
         "(select name from cortex.contacts where id = %s) as name",
         (contact["id"],),
     ).fetchone()
@@ -70,11 +109,17 @@ def test_other_tenant_cannot_reach_a_contact_through(
 
 @pytest.mark.parametrize("name", sorted(LISTINGS))
 def test_other_tenant_sees_only_its_own_rows_through(
-    name: str, tenant: Tenant, other_tenant: Tenant, as_agent: AsAgent, contact: dict[str, Any]
+    name: str,
+    tenant: Tenant,
+    other_tenant: Tenant,
+    as_agent: AsAgent,
+    contact: dict[str, Any],
+    target: dict[str, str],
 ) -> None:
     with as_agent(other_tenant, "luna") as conn:
         rows = LISTINGS[name](conn)
-    assert all(r["id"] != contact["id"] for r in rows)
+    assert all(r["id"] not in (target["contact"], target["handoff"]) for r in rows)
+    assert all(r.get("contact_id") != target["contact"] for r in rows)
     with as_agent(tenant, "luna") as conn:
         mine = call(conn, "get_contact", contact_id=contact["id"])
     assert mine["name"] == "John Smith"
@@ -122,3 +167,13 @@ def test_anon_cannot_call_api_functions(dsn: str, contact: dict[str, Any]) -> No
 def test_api_roles_cannot_read_api_keys(tenant: Tenant, as_agent: AsAgent) -> None:
     with pytest.raises(psycopg.errors.InsufficientPrivilege), as_agent(tenant, "luna") as conn:
         conn.execute("select * from cortex.agent_keys")
+
+
+@pytest.mark.parametrize("name", sorted(USAGE))
+def test_other_tenant_never_counts_the_first_tenants_usage_through(
+    name: str, tenant: Tenant, other_tenant: Tenant, as_agent: AsAgent, target: dict[str, str]
+) -> None:
+    with as_agent(other_tenant, "luna") as conn:
+        assert USAGE[name](conn) == 0
+    with as_agent(tenant, "luna") as conn:
+        assert USAGE[name](conn) == 1000

@@ -23,11 +23,11 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
+
 from cortex import worker
 from cortex.config import get_settings
 from cortex.db import call
-from psycopg.types.json import Jsonb
-
 from tests.conftest import AsAgent, Tenant
 from tests.fake_anthropic import ANALYSIS_ANSWER, CONTEXT_ANSWER, FakeAnthropic
 
