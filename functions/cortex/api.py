@@ -35,7 +35,7 @@ from pydantic import BaseModel, ValidationError
 from werkzeug.exceptions import MethodNotAllowed, NotFound
 from werkzeug.routing import Map, RequestRedirect, Rule
 
-from cortex import contacts, context, db, interactions, migrate, usage
+from cortex import contacts, context, db, handoffs, interactions, migrate, usage
 from cortex.auth import authenticate
 from cortex.config import get_settings
 from cortex.errors import CortexError
@@ -54,6 +54,13 @@ from cortex.models import (
     ContextQuery,
     ContextRefresh,
     ErrorResponse,
+    Handoff,
+    HandoffCreate,
+    HandoffCreated,
+    HandoffList,
+    HandoffListQuery,
+    HandoffPath,
+    HandoffStatusChange,
     Health,
     HealthDeep,
     HealthReady,
@@ -61,6 +68,7 @@ from cortex.models import (
     InteractionList,
     InteractionListQuery,
     InteractionLogged,
+    PendingHandoffsQuery,
     UsageRecord,
     UsageRecorded,
     UsageSummary,
@@ -181,6 +189,31 @@ def _refresh_context(call: Call) -> Reply:
     result = context.refresh_context(call.claims, str(call.path_as(ContextPath).contact_id))
     # Generation failed: the cached context stays, a retry is queued (seed 000).
     return Reply(200 if result.get("regenerated") else 202, result)
+
+
+def _create_handoff(call: Call) -> Reply:
+    body = call.body_as(HandoffCreate).model_dump(mode="json", exclude_none=True)
+    return Reply(201, handoffs.create_handoff(call.claims, **body))
+
+
+def _pending_handoffs(call: Call) -> Reply:
+    query = call.query_as(PendingHandoffsQuery).model_dump(mode="json", exclude_none=True)
+    return Reply(200, handoffs.get_pending_handoffs(call.claims, **query))
+
+
+def _list_handoffs(call: Call) -> Reply:
+    query = call.query_as(HandoffListQuery).model_dump(mode="json", exclude_none=True)
+    return Reply(200, handoffs.list_handoffs(call.claims, **query))
+
+
+def _get_handoff(call: Call) -> Reply:
+    return Reply(200, handoffs.get_handoff(call.claims, str(call.path_as(HandoffPath).id)))
+
+
+def _update_handoff_status(call: Call) -> Reply:
+    body = call.body_as(HandoffStatusChange)
+    handoff_id = str(call.path_as(HandoffPath).id)
+    return Reply(200, handoffs.update_handoff_status(call.claims, handoff_id, body.status, body.note))
 
 
 def _usage_summary(call: Call) -> Reply:
@@ -366,6 +399,64 @@ ROUTES: tuple[Route, ...] = (
         {200: ContextRefresh, 202: ContextRefresh},
         path=ContextPath,
         errors=(404,),
+    ),
+    Route(
+        "POST",
+        (f"{_P}/handoffs",),
+        "create_handoff",
+        _create_handoff,
+        "Hand a contact to another agent or to a human",
+        "handoffs",
+        {201: HandoffCreated},
+        body=HandoffCreate,
+        errors=(404,),
+        description="In one transaction: the handoff, the new owner, the context marked for regeneration, "
+        "and notifications for the receiver and the monitor. context_summary is generated when absent.",
+    ),
+    Route(
+        "GET",
+        (f"{_P}/handoffs/pending",),
+        "get_pending_handoffs",
+        _pending_handoffs,
+        "Pending handoffs, most urgent first, then oldest",
+        "handoffs",
+        {200: HandoffList},
+        query=PendingHandoffsQuery,
+    ),
+    Route(
+        "GET",
+        (f"{_P}/handoffs",),
+        "list_handoffs",
+        _list_handoffs,
+        "Handoffs created or changed since a time, by status or contact (stand-up view)",
+        "handoffs",
+        {200: HandoffList},
+        query=HandoffListQuery,
+    ),
+    Route(
+        "GET",
+        (f"{_P}/handoffs/<id>",),
+        "get_handoff",
+        _get_handoff,
+        "One handoff with its allowed moves and audit trail",
+        "handoffs",
+        {200: Handoff},
+        path=HandoffPath,
+        errors=(404,),
+    ),
+    Route(
+        "PATCH",
+        (f"{_P}/handoffs/<id>",),
+        "update_handoff_status",
+        _update_handoff_status,
+        "Accept, complete or reject a handoff",
+        "handoffs",
+        {200: Handoff},
+        body=HandoffStatusChange,
+        path=HandoffPath,
+        errors=(404, 409),
+        description="Moves: pending → accepted → completed, pending/accepted → rejected; any other is 409 "
+        "with the allowed moves. Of two concurrent accepts exactly one wins.",
     ),
     Route(
         "GET",

@@ -8,6 +8,7 @@ field, so both say exactly what the database said.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -84,6 +85,14 @@ def from_db_error(exc: psycopg.Error) -> CortexError:
     details: dict[str, Any] = {}
     if diag.message_detail and status < 500:
         details["detail"] = diag.message_detail
+        # A JSON object as detail (e.g. the allowed status moves) is passed on as structured fields.
+        if diag.message_detail.startswith("{"):
+            try:
+                parsed = json.loads(diag.message_detail)
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, dict):
+                details.update({k: v for k, v in parsed.items() if k not in ("code", "message", "field")})
     return CortexError(
         status,
         code,
