@@ -429,3 +429,36 @@ def test_demo_loads_top_cup_and_a_second_run_changes_nothing(dsn: str, admin: Ad
     assert snapshot() == before
     text = cortex("demo", "--keys-file", str(keys_file)).stdout
     assert "already loaded: 50 contacts" in text and info.keys["luna"] in text
+
+
+def test_handoff_and_usage_commands_round_trip(dsn: str, make_tenant: Any) -> None:
+    from click.testing import CliRunner
+
+    from cortex.cli import main
+
+    t = make_tenant("cli-handoffs")
+    runner = CliRunner()
+    base = ["--tenant", t.slug, "--json"]
+    made = runner.invoke(main, [*base, "--agent", "anna", "contacts", "upsert", "--email", "p@x.co", "--name", "P"])
+    cid = json.loads(made.stdout)["id"]
+    created = runner.invoke(main, [*base, "--agent", "anna", "handoffs", "create", "--contact-id", cid,
+                                   "--to-agent", "jasper", "--reason", "warm_reply", "--urgency", "high"])  # fmt: skip
+    assert created.exit_code == 0, created.output
+    hid = json.loads(created.stdout)["id"]
+    pending = json.loads(runner.invoke(main, [*base, "--agent", "jasper", "handoffs", "pending",
+                                              "--for-agent", "jasper"]).stdout)  # fmt: skip
+    assert [h["id"] for h in pending["items"]] == [hid]
+    accepted = runner.invoke(main, [*base, "--agent", "jasper", "handoffs", "update", hid, "--status", "accepted"])
+    assert json.loads(accepted.stdout)["status"] == "accepted"
+    illegal = runner.invoke(main, [*base, "--agent", "jasper", "handoffs", "update", hid, "--status", "pending"])
+    assert illegal.exit_code == 1 and json.loads(illegal.stdout)["error"]["sqlstate"] == "55000"
+    both = runner.invoke(main, [*base, "--agent", "anna", "handoffs", "create", "--contact-id", cid, "--to-agent",
+                                "jasper", "--to-human-id", "rep", "--reason", "other"])  # fmt: skip
+    assert both.exit_code == 1 and json.loads(both.stdout)["error"]["field"] == "to_agent"
+    check = runner.invoke(main, [*base, "--agent", "anna", "usage", "budget-check", "anna", "--estimated-tokens", "10"])
+    assert json.loads(check.stdout)["recommendation"] == "proceed"
+    summary = runner.invoke(main, [*base, "--agent", "helios", "usage", "summary", "--period", "month"])
+    assert summary.exit_code == 0
+    data = json.loads(summary.stdout)
+    # The generated handoff briefing was a (local) model call, metered against anna.
+    assert data["period"] == "month" and data["by_agent"]["anna"]["operations"] >= 1
