@@ -462,3 +462,25 @@ def test_handoff_and_usage_commands_round_trip(dsn: str, make_tenant: Any) -> No
     data = json.loads(summary.stdout)
     # The generated handoff briefing was a (local) model call, metered against anna.
     assert data["period"] == "month" and data["by_agent"]["anna"]["operations"] >= 1
+
+
+def test_outbox_dead_letters_are_listed_and_replayed(dsn: str, make_tenant: Any, admin: Any) -> None:
+    from click.testing import CliRunner
+
+    from cortex.cli import main
+
+    t = make_tenant("cli-outbox")
+    admin.execute(
+        "insert into cortex.outbox (tenant_id, event, recipient, status, attempts, last_error) "
+        "values (%s, 'handoff.created', 'agent:jasper', 'dead', 8, 'HTTP 500')",
+        (t.id,),
+    )
+    runner = CliRunner()
+    listed = runner.invoke(main, ["--tenant", t.slug, "--json", "outbox", "dead"])
+    rows = json.loads(listed.stdout)
+    assert [r["last_error"] for r in rows] == ["HTTP 500"]
+    replayed = runner.invoke(main, ["--tenant", t.slug, "--json", "outbox", "replay", "--all"])
+    assert json.loads(replayed.stdout) == {"replayed": 1}
+    status = admin.execute("select status, attempts from cortex.outbox").fetchone()
+    assert status == {"status": "pending", "attempts": 0}
+    assert runner.invoke(main, ["--tenant", t.slug, "outbox", "replay"]).exit_code == 2

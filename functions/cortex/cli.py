@@ -276,7 +276,10 @@ def serve(host: str, port: int) -> None:
 @click.option("--batch", type=click.IntRange(1, 1000), default=10, show_default=True, help="Jobs claimed at a time.")
 @click.option("--worker-id", help="Name in cortex.jobs.locked_by (default hostname:pid).")
 def worker(once: bool, batch: int, worker_id: str | None) -> None:
-    """Run the background worker (summaries, context generation, ...) until SIGTERM/SIGINT."""
+    """Run the background worker (summaries, context generation, webhook delivery) until SIGTERM/SIGINT."""
+    import threading
+
+    from cortex import webhooks
     from cortex import worker as worker_mod  # imported late: the other commands need none of it
 
     logging.basicConfig(
@@ -284,7 +287,16 @@ def worker(once: bool, batch: int, worker_id: str | None) -> None:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    ran = worker_mod.run(worker_id, once=once, batch=batch)
+    # Webhook delivery runs beside the job loop; SIGTERM sets the shared stop event for both.
+    stop = threading.Event()
+    delivery = webhooks.start_in_background(stop, f"webhooks@{worker_id}" if worker_id else None, once=once)
+    try:
+        ran = worker_mod.run(worker_id, once=once, batch=batch, stop=stop)
+        if once:
+            delivery.join()  # --once: deliver what is due too, then exit
+    finally:
+        stop.set()
+        delivery.join(timeout=30)
     emit({"jobs_run": ran}, f"worker ran {ran} job(s)")
 
 
@@ -1054,6 +1066,56 @@ def usage_budget_check(agent: str, estimated_tokens: int) -> None:
     result = usage_svc.budget_check(_state().claims(), agent, estimated_tokens)
     emit(result, f"{result['agent']}: {result['used_today']}/{result['daily_budget']} used, "
                  f"{result['remaining']} left -> {result['recommendation']}")  # fmt: skip
+
+
+# --- outbox (webhook dead letters) -------------------------------------------------------------
+
+
+@main.group()
+def outbox() -> None:
+    """Webhook outbox: list and replay dead letters."""
+
+
+_DEAD_COLUMNS = (("id", "id"), ("event", "event"), ("recipient", "recipient"), ("attempts", "tries"),
+                 ("last_status_code", "http"), ("last_error", "last error"), ("updated_at", "dead since"))  # fmt: skip
+
+
+@outbox.command("dead")
+@click.option("--limit", type=click.IntRange(1, 10000), default=100, show_default=True, help="At most this many.")
+@click.option("--all-tenants", is_flag=True, help="Every tenant's dead letters, not only --tenant's.")
+def outbox_dead(limit: int, all_tenants: bool) -> None:
+    """List dead-lettered webhook messages, oldest first, with their last error."""
+    from cortex import webhooks
+
+    state = _state()
+    tenant_id = None if all_tenants else state.tenant_id()
+    with state.connect() as conn:
+        rows = webhooks.list_dead_letters(conn, tenant_id=tenant_id, limit=limit)
+
+    def human() -> None:
+        if not rows:
+            click.echo("no dead letters")
+            return
+        click.echo(_table([{**r, "updated_at": _when(r["updated_at"])} for r in rows], _DEAD_COLUMNS))
+
+    emit(rows, human)
+
+
+@outbox.command("replay")
+@click.argument("ids", nargs=-1, type=click.IntRange(min=1))
+@click.option("--all", "all_dead", is_flag=True, help="Replay every dead letter of --tenant.")
+@click.option("--all-tenants", is_flag=True, help="Do not limit to --tenant (with --all: every tenant's).")
+def outbox_replay(ids: tuple[int, ...], all_dead: bool, all_tenants: bool) -> None:
+    """Queue dead letters again with a fresh set of attempts: the given IDs, or --all."""
+    from cortex import webhooks
+
+    if bool(ids) == all_dead:
+        raise click.UsageError("give the IDs of the dead letters to replay, or --all (not both)")
+    state = _state()
+    tenant_id = None if all_tenants else state.tenant_id()
+    with state.connect() as conn:
+        n = webhooks.replay_dead_letters(conn, list(ids) or None, tenant_id=tenant_id, all_dead=all_dead)
+    emit({"replayed": n}, f"replayed {n} dead letter(s); the worker delivers them again now")
 
 
 if __name__ == "__main__":  # pragma: no cover
