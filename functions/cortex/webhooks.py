@@ -27,7 +27,6 @@ import json
 import logging
 import math
 import os
-import signal
 import socket
 import sys
 import threading
@@ -37,7 +36,6 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
-from types import FrameType
 from typing import Any
 
 import httpx
@@ -45,6 +43,7 @@ import psycopg
 from psycopg.rows import dict_row, tuple_row
 
 from cortex.config import get_settings
+from cortex.signals import signals_set
 
 __all__ = [
     "ATTEMPT_HEADER",
@@ -363,27 +362,6 @@ def default_worker_id() -> str:
     return f"webhooks@{socket.gethostname()}:{os.getpid()}"
 
 
-@contextmanager
-def _signals_set(stop: threading.Event) -> Iterator[None]:
-    """SIGTERM/SIGINT set `stop` (the round in flight finishes first); a second one interrupts."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        if stop.is_set():
-            raise KeyboardInterrupt
-        log.info("%s received: finishing the current round, then stopping", signal.Signals(signum).name)
-        stop.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 def _wait(conn: psycopg.Connection[Any], timeout: float, stop: threading.Event) -> None:
     """Sleeps until a NOTIFY on cortex_outbox, `stop` or the timeout; drops the piled-up rest."""
     deadline = time.monotonic() + timeout
@@ -459,7 +437,7 @@ def run_delivery(
         log.warning("HELIOS_WEBHOOK_SECRET is not set: messages to HELIOS_WEBHOOK_URL go unsigned")
     total = DeliveryStats()
     backoff = 1.0
-    with _signals_set(stop):
+    with signals_set(stop, log, "the round in flight"):
         while not stop.is_set():
             try:
                 _serve(dsn, worker_id, config, once, stop, total)

@@ -25,16 +25,14 @@ import json
 import logging
 import os
 import re
-import signal
 import socket
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import closing, contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import closing
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import psycopg
@@ -44,6 +42,7 @@ from psycopg.types.json import Jsonb
 
 from cortex import context, interactions
 from cortex.config import get_settings
+from cortex.signals import signals_set
 
 __all__ = [
     "HANDLERS",
@@ -93,17 +92,13 @@ def register(kind: str) -> Callable[[Handler], Handler]:
 
 
 @register("summarise_interaction")
-def summarise_interaction(
-    conn: psycopg.Connection[Any], tenant_id: str, payload: dict[str, Any]
-) -> dict[str, Any]:
+def summarise_interaction(conn: psycopg.Connection[Any], tenant_id: str, payload: dict[str, Any]) -> dict[str, Any]:
     """Summarises an interaction logged without analysis (the PostgREST path); idempotent."""
     return interactions.summarise_pending(conn, tenant_id, str(payload["interaction_id"]))
 
 
 @register("generate_context")
-def generate_context(
-    conn: psycopg.Connection[Any], tenant_id: str, payload: dict[str, Any]
-) -> dict[str, Any]:
+def generate_context(conn: psycopg.Connection[Any], tenant_id: str, payload: dict[str, Any]) -> dict[str, Any]:
     """Regenerates a contact's working context; a model failure raises so the queue retries."""
     contact_id = str(payload["contact_id"])
     try:
@@ -230,9 +225,7 @@ def run_once(
     settings = get_settings()
     lease = settings.job_lease_seconds if lease_seconds is None else lease_seconds
     with conn.cursor(row_factory=dict_row) as cur:
-        jobs = cur.execute(
-            "select * from cortex.claim_jobs(%s, %s, %s)", (worker_id, batch, lease)
-        ).fetchall()
+        jobs = cur.execute("select * from cortex.claim_jobs(%s, %s, %s)", (worker_id, batch, lease)).fetchall()
     if not jobs:
         return 0
     ran = 0
@@ -286,8 +279,7 @@ def _run_job(
     else:
         # 'retry' (requeued with backoff), 'parked' (alert written) or 'lost' (lease taken over).
         outcome = str(
-            _scalar(conn, "select cortex.fail_job(%s, %s, %s, %s)", (tenant_id, job_id, worker_id, error))
-            or "lost"
+            _scalar(conn, "select cortex.fail_job(%s, %s, %s, %s)", (tenant_id, job_id, worker_id, error)) or "lost"
         )
     ms = round((time.monotonic() - started) * 1000)
     level = logging.INFO if outcome == "done" else logging.WARNING
@@ -320,27 +312,6 @@ def _hand_back(conn: psycopg.Connection[Any], worker_id: str, jobs: Sequence[dic
 # --- the loop ----------------------------------------------------------------------------------
 
 
-@contextmanager
-def _signals_set(stop: threading.Event) -> Iterator[None]:
-    """SIGTERM/SIGINT set `stop` (the current job finishes first); a second one interrupts."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # only the main thread may install signal handlers
-        return
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        if stop.is_set():
-            raise KeyboardInterrupt
-        log.info("%s received: finishing the current job, then stopping", signal.Signals(signum).name)
-        stop.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 def _wait_for_jobs(conn: psycopg.Connection[Any], timeout: float, stop: threading.Event) -> None:
     """Sleeps until a NOTIFY on cortex_jobs, `stop`, or the timeout; swallows the notifications
     that piled up meanwhile (they all mean the same: look at the queue again)."""
@@ -357,9 +328,7 @@ def _wait_for_jobs(conn: psycopg.Connection[Any], timeout: float, stop: threadin
             pass
 
 
-def _serve(
-    worker_id: str, once: bool, batch: int, stop: threading.Event, on_connect: Callable[[], None]
-) -> int:
+def _serve(worker_id: str, once: bool, batch: int, stop: threading.Event, on_connect: Callable[[], None]) -> int:
     settings = get_settings()
     processed = 0
     with _connect(settings.database_url, worker_id, "queue") as conn:
@@ -393,11 +362,9 @@ def run(
     def connected() -> None:
         nonlocal backoff
         backoff = 1.0
-        log.info(
-            "worker %s started (batch %d, lease %ds)", worker_id, batch, get_settings().job_lease_seconds
-        )
+        log.info("worker %s started (batch %d, lease %ds)", worker_id, batch, get_settings().job_lease_seconds)
 
-    with _signals_set(stop):
+    with signals_set(stop, log, "the current job"):
         while not stop.is_set():
             try:
                 processed += _serve(worker_id, once, batch, stop, connected)
@@ -414,14 +381,10 @@ def run(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: `python -m cortex.worker [--once] [--batch N] [--worker-id ID] [--log-level L]`."""
-    parser = argparse.ArgumentParser(
-        prog="python -m cortex.worker", description="Runs Cortex's background jobs."
-    )
+    parser = argparse.ArgumentParser(prog="python -m cortex.worker", description="Runs Cortex's background jobs.")
     parser.add_argument("--once", action="store_true", help="run the jobs due now, then exit")
     parser.add_argument("--batch", type=int, default=10, help="jobs claimed at a time (default 10)")
-    parser.add_argument(
-        "--worker-id", default=None, help="name in cortex.jobs.locked_by (default hostname:pid)"
-    )
+    parser.add_argument("--worker-id", default=None, help="name in cortex.jobs.locked_by (default hostname:pid)")
     parser.add_argument("--log-level", default=os.environ.get("CORTEX_LOG_LEVEL", "INFO"))
     args = parser.parse_args(argv)
     if args.batch < 1:
