@@ -3,6 +3,7 @@ create schema if not exists extensions;
 create extension if not exists pgcrypto with schema extensions;
 create extension if not exists pg_trgm with schema extensions;
 create extension if not exists btree_gin with schema extensions;
+create extension if not exists btree_gist with schema extensions;
 create extension if not exists vector with schema extensions;
 
 -- pg_cron can only be created in the database named by cron.database_name (on Supabase:

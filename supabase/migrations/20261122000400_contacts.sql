@@ -33,7 +33,10 @@ create index contacts_tenant_stage on cortex.contacts (tenant_id, stage);
 create index contacts_tenant_owner on cortex.contacts (tenant_id, owner_agent);
 create index contacts_tenant_last_touch on cortex.contacts (tenant_id, last_touch_at desc nulls last);
 create index contacts_tags on cortex.contacts using gin (tenant_id, tags);
-create index contacts_search on cortex.contacts using gin (tenant_id, search_text extensions.gin_trgm_ops);
+-- GiST, not GIN: it answers "nearest by word similarity" (KNN) straight from the index, so a
+-- fuzzy search reads a page of candidates instead of every contact of the tenant. A 256-byte
+-- signature (default 12) makes the index far less lossy for name + email + company strings.
+create index contacts_search on cortex.contacts using gist (tenant_id, search_text extensions.gist_trgm_ops(siglen = 256));
 
 create or replace function cortex.contacts_before_write() returns trigger
 language plpgsql set search_path = '' as $$
@@ -265,6 +268,60 @@ comment on function public.update_contact(uuid, jsonb) is
   'Patches a contact: each key of patch sets that field (null clears it), absent keys are kept; unknown keys are rejected with SQLSTATE 22023.';
 grant execute on function public.update_contact(uuid, jsonb) to authenticated;
 
+-- The search itself runs as the owner: pg_trgm's operators are not leakproof, so under RLS the
+-- planner may not use them as index conditions and would compare every row of the table. The
+-- tenant comes from the request's claims, never from an argument, and is the first index column.
+create or replace function cortex.search_contact_page(
+  p_stage text, p_owner_agent text, p_owner_human_id text, p_tag text, p_q text, p_limit int, p_offset int
+) returns jsonb
+language plpgsql stable security definer set search_path = ''
+-- The optional filters make a generic plan useless: plan each call with its real values.
+set plan_cache_mode = force_custom_plan
+-- Looser than pg_trgm's 0.6 default so that misspelt names still match; results are ranked.
+set pg_trgm.word_similarity_threshold = 0.35 as $$
+declare
+  v_tenant uuid := cortex.require_tenant();
+  v_items jsonb;
+begin
+  if p_q is not null and length(p_q) >= 3 then
+    -- Nearest first by word similarity, from the GiST index (KNN); only matches above the threshold.
+    select coalesce(jsonb_agg(cortex.contact_json(r.c) || jsonb_build_object('score', round(1 - r.dist::numeric, 3))
+                              order by r.dist, (r.c).id), '[]')
+    into v_items
+    from (
+      select c, p_q operator(extensions.<<->) c.search_text as dist
+      from cortex.contacts c
+      where c.tenant_id = v_tenant and p_q operator(extensions.<%) c.search_text
+        and (p_stage is null or c.stage = p_stage)
+        and (p_owner_agent is null or c.owner_agent = p_owner_agent)
+        and (p_owner_human_id is null or c.owner_human_id = p_owner_human_id)
+        and (p_tag is null or c.tags @> array[p_tag])
+      order by p_q operator(extensions.<<->) c.search_text
+      limit p_limit offset p_offset
+    ) r;
+  else
+    -- Lists (and one- or two-letter searches, too short for trigrams): most recently touched first.
+    select coalesce(jsonb_agg(cortex.contact_json(r.c) order by (r.c).last_touch_at desc nulls last, (r.c).id), '[]')
+    into v_items
+    from (
+      select c from cortex.contacts c
+      where c.tenant_id = v_tenant
+        and (p_stage is null or c.stage = p_stage)
+        and (p_owner_agent is null or c.owner_agent = p_owner_agent)
+        and (p_owner_human_id is null or c.owner_human_id = p_owner_human_id)
+        and (p_tag is null or c.tags @> array[p_tag])
+        and (p_q is null or c.search_text like '%' || replace(replace(replace(p_q, '\', '\\'), '%', '\%'), '_', '\_') || '%')
+      order by c.last_touch_at desc nulls last, c.id
+      limit p_limit offset p_offset
+    ) r;
+  end if;
+  return v_items;
+end $$;
+comment on function cortex.search_contact_page(text, text, text, text, text, int, int) is
+  'One page of the calling tenant''s contacts (tenant from the claims): nearest by trigram word similarity when searching, else most recently touched; runs as owner so the trigram index can be used.';
+revoke execute on function cortex.search_contact_page(text, text, text, text, text, int, int) from public, anon;
+grant execute on function cortex.search_contact_page(text, text, text, text, text, int, int) to authenticated;
+
 create or replace function public.search_contacts(
   stage text default null,
   owner_agent text default null,
@@ -274,15 +331,12 @@ create or replace function public.search_contacts(
   "limit" int default 20,
   "offset" int default 0
 ) returns jsonb
-language plpgsql stable set search_path = ''
--- Looser than pg_trgm's 0.6 default so that misspelt names still match; results are ranked.
-set pg_trgm.word_similarity_threshold = 0.35 as $$
+language plpgsql stable set search_path = '' as $$
 #variable_conflict use_column
 declare
-  v_tenant uuid := cortex.require_tenant();
   v_q text := nullif(lower(btrim(search_contacts.search)), '');
-  v_items jsonb;
 begin
+  perform cortex.require_tenant();
   perform cortex.check_enum('stage', search_contacts.stage, cortex.contact_stages());
   if search_contacts."limit" is null or search_contacts."limit" not between 1 and 100 then
     raise exception 'limit must be between 1 and 100' using errcode = '22023', column = 'limit';
@@ -293,27 +347,11 @@ begin
   if length(v_q) > 200 then
     raise exception 'search must be at most 200 characters' using errcode = '22023', column = 'search';
   end if;
-
-  select coalesce(jsonb_agg(cortex.contact_json(r.contact) || case when v_q is null then '{}'::jsonb
-                              else jsonb_build_object('score', round(r.score::numeric, 3)) end
-                            order by r.score desc, r.last_touch_at desc nulls last, r.id), '[]')
-  into v_items
-  from (
-    select c as contact, c.id, c.last_touch_at,
-           case when v_q is null then 0 else extensions.word_similarity(v_q, c.search_text) end as score
-    from cortex.contacts c
-    where c.tenant_id = v_tenant
-      and (search_contacts.stage is null or c.stage = search_contacts.stage)
-      and (search_contacts.owner_agent is null or c.owner_agent = search_contacts.owner_agent)
-      and (search_contacts.owner_human_id is null or c.owner_human_id = search_contacts.owner_human_id)
-      and (search_contacts.tag is null or c.tags @> array[search_contacts.tag])
-      and (v_q is null
-           or c.search_text operator(extensions.%>) v_q
-           or c.search_text like '%' || replace(replace(replace(v_q, '\', '\\'), '%', '\%'), '_', '\_') || '%')
-    order by score desc, c.last_touch_at desc nulls last, c.id
-    limit search_contacts."limit" offset search_contacts."offset"
-  ) r;
-  return jsonb_build_object('items', v_items, 'limit', search_contacts."limit", 'offset', search_contacts."offset");
+  return jsonb_build_object(
+    'items', cortex.search_contact_page(search_contacts.stage, search_contacts.owner_agent,
+                                        search_contacts.owner_human_id, search_contacts.tag, v_q,
+                                        search_contacts."limit", search_contacts."offset"),
+    'limit', search_contacts."limit", 'offset', search_contacts."offset");
 end $$;
 comment on function public.search_contacts(text, text, text, text, text, int, int) is
   'Lists the tenant''s contacts by stage, owner, tag and a fuzzy search (pg_trgm word similarity on name, email and company), best match first.';

@@ -86,6 +86,9 @@ create index handoff_events_pending_agent on cortex.handoff_events (tenant_id, t
   where status = 'pending';
 create index handoff_events_pending_human on cortex.handoff_events (tenant_id, to_human_id, urgency_rank desc, created_at)
   where status = 'pending' and to_human_id is not null;
+-- The monitor's view: every pending handoff of the tenant, without an agent filter.
+create index handoff_events_pending_tenant on cortex.handoff_events (tenant_id, urgency_rank desc, created_at, id)
+  where status = 'pending';
 -- list_handoffs: by change time, by status and by contact.
 create index handoff_events_recent on cortex.handoff_events (tenant_id, updated_at desc);
 create index handoff_events_status on cortex.handoff_events (tenant_id, status, updated_at desc);
@@ -551,7 +554,9 @@ create or replace function public.get_pending_handoffs(
   urgency text default null,
   "limit" int default 20
 ) returns jsonb
-language plpgsql stable set search_path = '' as $$
+language plpgsql stable set search_path = ''
+-- The optional filters make a generic plan useless: plan each call with its real values.
+set plan_cache_mode = force_custom_plan as $$
 #variable_conflict use_column
 declare
   v_tenant uuid := cortex.require_tenant();
@@ -568,19 +573,24 @@ begin
   if get_pending_handoffs."limit" is null or get_pending_handoffs."limit" not between 1 and 100 then
     raise exception 'limit must be between 1 and 100' using errcode = '22023', column = 'limit';
   end if;
-  select coalesce(jsonb_agg(cortex.handoff_json(r) || jsonb_build_object(
-                              'contact', cortex.handoff_contact_json(v_tenant, r.contact_id))
-                            order by r.urgency_rank desc, r.created_at, r.id), '[]')
+  -- The contact is joined once for the page (not a function call per row), and urgency is
+  -- compared as its rank so that it is an index condition on every pending-queue index.
+  select coalesce(jsonb_agg(cortex.handoff_json(r.h) || jsonb_build_object(
+                              'contact', jsonb_build_object('id', c.id, 'name', c.name, 'email', c.email,
+                                                            'company_name', c.company_name, 'stage', c.stage))
+                            order by (r.h).urgency_rank desc, (r.h).created_at, (r.h).id), '[]')
   into v_items
   from (
-    select * from cortex.handoff_events h
+    select h from cortex.handoff_events h
     where h.tenant_id = v_tenant and h.status = 'pending'
       and (get_pending_handoffs.agent is null or h.to_agent = get_pending_handoffs.agent)
       and (get_pending_handoffs.human_id is null or h.to_human_id = get_pending_handoffs.human_id)
-      and (get_pending_handoffs.urgency is null or h.urgency = get_pending_handoffs.urgency)
+      and (get_pending_handoffs.urgency is null
+           or h.urgency_rank = array_position(cortex.handoff_urgencies(), get_pending_handoffs.urgency))
     order by h.urgency_rank desc, h.created_at, h.id
     limit get_pending_handoffs."limit"
-  ) r;
+  ) r
+  join cortex.contacts c on c.tenant_id = v_tenant and c.id = (r.h).contact_id;
   return jsonb_build_object('items', v_items, 'limit', get_pending_handoffs."limit");
 end $$;
 comment on function public.get_pending_handoffs(text, text, text, int) is
