@@ -35,8 +35,10 @@ create index contacts_tenant_last_touch on cortex.contacts (tenant_id, last_touc
 create index contacts_tags on cortex.contacts using gin (tenant_id, tags);
 -- GiST, not GIN: it answers "nearest by word similarity" (KNN) straight from the index, so a
 -- fuzzy search reads a page of candidates instead of every contact of the tenant. A 256-byte
--- signature (default 12) makes the index far less lossy for name + email + company strings.
-create index contacts_search on cortex.contacts using gist (tenant_id, search_text extensions.gist_trgm_ops(siglen = 256));
+-- signature (default 12) makes the index far less lossy for name + email + company strings;
+-- stage as second column serves "search within a stage" from the index as well.
+create index contacts_search on cortex.contacts
+  using gist (tenant_id, stage, search_text extensions.gist_trgm_ops(siglen = 256));
 
 create or replace function cortex.contacts_before_write() returns trigger
 language plpgsql set search_path = '' as $$
