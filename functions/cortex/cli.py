@@ -267,6 +267,8 @@ def serve(host: str, port: int) -> None:
         )
     # The server inherits DATABASE_URL, which the main group has set from --database-url.
     args = [program, "--source", str(FUNCTIONS_DIR / "main.py"), "--target", "api"]
+    # functions-framework runs one gunicorn process (one GIL) unless told otherwise: use every core.
+    os.environ.setdefault("WORKERS", str(os.cpu_count() or 1))
     sys.stdout.flush()
     os.execv(program, [*args, "--host", host, "--port", str(port)])
 

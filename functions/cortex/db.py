@@ -56,8 +56,11 @@ def close_pool() -> None:
 
 def become(conn: psycopg.Connection[Any], claims: Mapping[str, Any]) -> None:
     """Within the current transaction, act as an API caller with these JWT claims (as PostgREST does)."""
-    conn.execute("set local role authenticated")
-    conn.execute("select set_config('request.jwt.claims', %s, true)", (json.dumps(dict(claims)),))
+    # One round trip for both (set_config('role', ..., true) is SET LOCAL ROLE), as PostgREST does.
+    conn.execute(
+        "select set_config('role', 'authenticated', true), set_config('request.jwt.claims', %s, true)",
+        (json.dumps(dict(claims)),),
+    )
 
 
 def _adapt(value: Any) -> Any:
