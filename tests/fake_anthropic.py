@@ -220,9 +220,7 @@ class FakeAnthropic:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
                 if self.path.split("?", 1)[0] != "/v1/messages":
-                    self._send(
-                        404, {"type": "error", "error": {"type": "not_found_error", "message": "Not found"}}
-                    )
+                    self._send(404, {"type": "error", "error": {"type": "not_found_error", "message": "Not found"}})
                     return
                 try:
                     request = json.loads(raw or b"{}")
@@ -246,9 +244,7 @@ class FakeAnthropic:
                     self._send(status, body)
 
             def do_GET(self) -> None:
-                self._send(
-                    404, {"type": "error", "error": {"type": "not_found_error", "message": "Not found"}}
-                )
+                self._send(404, {"type": "error", "error": {"type": "not_found_error", "message": "Not found"}})
 
         return Handler
 

@@ -88,9 +88,7 @@ def test_update_contact_to_an_email_already_taken_is_a_conflict(
     assert err.value.status == 409 and err.value.sqlstate == "23505"
 
 
-def test_get_contact_of_unknown_id_is_not_found_with_a_hint_to_create_it(
-    tenant: Tenant, as_agent: AsAgent
-) -> None:
+def test_get_contact_of_unknown_id_is_not_found_with_a_hint_to_create_it(tenant: Tenant, as_agent: AsAgent) -> None:
     with pytest.raises(CortexError) as err, as_agent(tenant, "luna") as conn:
         call(conn, "get_contact", contact_id=str(uuid.uuid4()))
     assert err.value.status == 404
@@ -151,9 +149,7 @@ def test_search_contacts_rejects_bad_paging_and_filters(
     assert err.value.field == field
 
 
-def test_read_only_agent_cannot_write_contacts(
-    tenant: Tenant, as_agent: AsAgent, contact: dict[str, Any]
-) -> None:
+def test_read_only_agent_cannot_write_contacts(tenant: Tenant, as_agent: AsAgent, contact: dict[str, Any]) -> None:
     with pytest.raises(CortexError) as err, as_agent(tenant, "helios") as conn:
         call(conn, "upsert_contact", email="new@acme.com")
     assert err.value.status == 403

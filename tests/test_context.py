@@ -43,13 +43,9 @@ def content_tokens(result: dict[str, Any]) -> int:
     return math.ceil(len(json.dumps(content, ensure_ascii=False)) / 4)
 
 
-def store(
-    as_agent: AsAgent, tenant: Tenant, contact_id: str, ctx: dict[str, Any] | None = None
-) -> dict[str, Any]:
+def store(as_agent: AsAgent, tenant: Tenant, contact_id: str, ctx: dict[str, Any] | None = None) -> dict[str, Any]:
     with as_agent(tenant, "luna") as conn:
-        count = conn.execute(
-            "select interaction_count from cortex.contacts where id = %s", (contact_id,)
-        ).fetchone()
+        count = conn.execute("select interaction_count from cortex.contacts where id = %s", (contact_id,)).fetchone()
         assert count is not None
         result: dict[str, Any] = call(
             conn,
@@ -129,10 +125,7 @@ def test_context_is_stale_until_generated_and_again_after_new_interactions(
     assert first["is_stale"] is True and first["generated_at"] is None
     assert "John Smith" in first["context"]["summary"]
     assert first["refresh_queued"] is True and again["refresh_queued"] is False
-    assert (
-        admin.execute("select count(*) as n from cortex.jobs where kind = 'generate_context'").fetchone()["n"]
-        == 1
-    )
+    assert admin.execute("select count(*) as n from cortex.jobs where kind = 'generate_context'").fetchone()["n"] == 1
 
     store(as_agent, tenant, contact["id"])
     with as_agent(tenant, "luna") as conn:
@@ -201,9 +194,7 @@ def test_a_failed_regeneration_serves_the_cached_context_as_stale_and_retries_in
         "from cortex.jobs where kind = 'generate_context'"
     ).fetchone()
     assert job == {"status": "queued", "minutes": 5}
-    failures = admin.execute(
-        "select failure_count, last_error is not null as e from cortex.contact_context"
-    ).fetchone()
+    failures = admin.execute("select failure_count, last_error is not null as e from cortex.contact_context").fetchone()
     assert failures == {"failure_count": 1, "e": True}
 
 
@@ -218,9 +209,7 @@ def test_get_context_rejects_unknown_levels(
 
 # --- property: huge and odd inputs never break the caps or cut a word -------------------------
 
-ODD = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=3000
-)
+ODD = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=3000)
 WORDY = st.lists(
     st.sampled_from(
         ["cup", "lid", "über", "🙂", "x" * 400, '"quoted"', "back\\slash", "\t", "\n", "a", "renewal", "ḁ̶͉͗"]
@@ -237,9 +226,7 @@ def whole_word_prefix(value: str, sources: list[str]) -> bool:
     if not value.endswith("…"):
         return any(value == s for s in sources)
     stem = value[:-1]
-    return any(
-        s.startswith(stem) and (len(s) == len(stem) or WS.match(s[len(stem)]) is not None) for s in sources
-    )
+    return any(s.startswith(stem) and (len(s) == len(stem) or WS.match(s[len(stem)]) is not None) for s in sources)
 
 
 def strings_in(node: Any) -> list[str]:

@@ -42,8 +42,7 @@ def test_log_interaction_over_the_python_path_is_summarised_at_once_and_metered(
     ).fetchall()
     assert usage == [{"agent": "luna", "operation": "summarize", "iid": result["id"], "cost_usd": 0}]
     touched = admin.execute(
-        "select interaction_count, last_touch_agent, last_touch_at is not null as t "
-        "from cortex.contacts where id = %s",
+        "select interaction_count, last_touch_agent, last_touch_at is not null as t from cortex.contacts where id = %s",
         (contact["id"],),
     ).fetchone()
     assert touched == {"interaction_count": 1, "last_touch_agent": "luna", "t": True}
@@ -53,9 +52,7 @@ def test_log_interaction_through_postgrest_returns_the_row_and_queues_its_summar
     tenant: Tenant, as_agent: AsAgent, contact: dict[str, Any], admin: Any
 ) -> None:
     with as_agent(tenant, "luna") as conn:
-        row = call(
-            conn, "log_interaction", contact_id=contact["id"], type="email_received", raw_content=EMAIL
-        )
+        row = call(conn, "log_interaction", contact_id=contact["id"], type="email_received", raw_content=EMAIL)
         # Same transaction: the job is there before commit.
         jobs = conn.execute("select kind, payload ->> 'interaction_id' from cortex.jobs").fetchall()
     assert row["analysis_status"] == "pending" and row["summary"] is None
@@ -63,9 +60,7 @@ def test_log_interaction_through_postgrest_returns_the_row_and_queues_its_summar
     assert admin.execute("select count(*) as n from cortex.jobs where status = 'queued'").fetchone()["n"] == 1
 
 
-def test_a_repeated_external_id_is_one_interaction(
-    tenant: Tenant, as_agent: AsAgent, contact: dict[str, Any]
-) -> None:
+def test_a_repeated_external_id_is_one_interaction(tenant: Tenant, as_agent: AsAgent, contact: dict[str, Any]) -> None:
     with as_agent(tenant, "luna") as conn:
         a = call(
             conn,

@@ -133,9 +133,7 @@ def test_summary_prompt_renders_subject_only_when_present() -> None:
     assert "\n\nSubject: Order status\n\nContent:\nWhere is it?\n\nRespond in JSON:\n{" in with_subject
     assert "Subject:" not in without
     assert without == blank
-    assert (
-        "- Intent (question/complaint/purchase_intent/churn_risk/info_request/other)\n\nContent:\n" in without
-    )
+    assert "- Intent (question/complaint/purchase_intent/churn_risk/info_request/other)\n\nContent:\n" in without
 
 
 def test_summary_prompt_truncates_huge_content() -> None:
@@ -167,15 +165,10 @@ def test_handoff_prompt_detail_line_only_when_present() -> None:
     with_detail = prompts.handoff_prompt("anna", "jasper", "warm_reply", "Asked about pricing", MATERIAL)
     without = prompts.handoff_prompt("anna", "jasper", "warm_reply", None, MATERIAL)
 
-    assert (
-        "FROM: anna\nTO: jasper\nREASON: warm_reply\nDETAIL: Asked about pricing\n\nContact:" in with_detail
-    )
+    assert "FROM: anna\nTO: jasper\nREASON: warm_reply\nDETAIL: Asked about pricing\n\nContact:" in with_detail
     assert "REASON: warm_reply\n\nContact: John Smith at Acme Corp\nCurrent stage: customer\n" in without
     assert "DETAIL" not in without
-    assert (
-        "Working context summary:\nJohn runs procurement at Acme Corp.\n\nKey facts:\n- Price-conscious\n"
-        in without
-    )
+    assert "Working context summary:\nJohn runs procurement at Acme Corp.\n\nKey facts:\n- Price-conscious\n" in without
     assert "Focus on actionable context for jasper." in without
     assert without.endswith(prompts.HANDOFF_JSON_INSTRUCTION)
 
@@ -249,9 +242,7 @@ def test_other_intents(text: str, intent: str) -> None:
 
 
 def test_no_problem_is_not_negative() -> None:
-    result = local_model.analyse_interaction(
-        "email_received", None, "Thanks, no problem at all with the delivery."
-    )
+    result = local_model.analyse_interaction("email_received", None, "Thanks, no problem at all with the delivery.")
     assert result.sentiment != "negative"
 
 
@@ -260,10 +251,7 @@ def test_empty_content_is_summarised_from_type_and_subject() -> None:
     result = local_model.analyse_interaction("note", "Pricing follow-up", "   \n\t ")
     assert result.summary == "Note logged with no content. Subject: Pricing follow-up"
     assert result.key_points == ["Pricing follow-up"]
-    assert (
-        local_model.analyse_interaction("weird_type", None, "").summary
-        == "Weird type logged with no content."
-    )
+    assert local_model.analyse_interaction("weird_type", None, "").summary == "Weird type logged with no content."
 
 
 def test_summary_is_capped_at_a_word_boundary() -> None:
@@ -276,9 +264,7 @@ def test_summary_is_capped_at_a_word_boundary() -> None:
 
 
 def test_huge_input_is_fast() -> None:
-    body = ("We ordered 500 units and the shipment is late again, please fix it by Friday. " * 13_000)[
-        :1_000_000
-    ]
+    body = ("We ordered 500 units and the shipment is late again, please fix it by Friday. " * 13_000)[:1_000_000]
     start = time.perf_counter()
     result = local_model.analyse_interaction("email_received", "Late again", body)
     elapsed = time.perf_counter() - start
@@ -324,9 +310,7 @@ def test_any_unicode_never_crashes_and_never_cuts_words(subject: str | None, bod
     # Every word of the summary is a whole word of the input (or of the fixed fallback text),
     # so a cut always falls between words.
     source = local_model.sanitize_text(f"{subject or ''} {body or ''}")
-    allowed = (
-        _words(source) | _words("Email received logged with no content. readable text. Subject:") | {"…"}
-    )
+    allowed = _words(source) | _words("Email received logged with no content. readable text. Subject:") | {"…"}
     for token in result.summary.split():
         stripped = token.rstrip("…").lower()
         assert not stripped or stripped in allowed, (token, result.summary)
@@ -337,9 +321,7 @@ def test_any_unicode_never_crashes_and_never_cuts_words(subject: str | None, bod
 @given(
     st.recursive(
         st.none() | st.text(max_size=30) | st.integers() | st.booleans(),
-        lambda children: (
-            st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
-        ),
+        lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
         max_leaves=20,
     )
 )
@@ -372,10 +354,7 @@ def test_generate_context_names_who_and_history() -> None:
 
 def test_generate_context_for_an_empty_contact() -> None:
     context = local_model.generate_context(EMPTY_MATERIAL)
-    assert (
-        context.summary
-        == "No details are on record for this contact yet. No interactions have been logged yet."
-    )
+    assert context.summary == "No details are on record for this contact yet. No interactions have been logged yet."
     assert 4 <= len(context.key_facts) <= 6
     assert context.current_status == "New contact, no interactions logged yet"
 
@@ -428,8 +407,7 @@ def test_handoff_summary() -> None:
         "luna", "jasper", "upsell_opportunity", "Asked about 2000 units per quarter", MATERIAL
     )
     assert handoff.context_summary.startswith(
-        "Luna is handing John Smith (Acme Corp) to jasper — "
-        "upsell opportunity: Asked about 2000 units per quarter."
+        "Luna is handing John Smith (Acme Corp) to jasper — upsell opportunity: Asked about 2000 units per quarter."
     )
     assert "John runs procurement at Acme Corp." in handoff.context_summary
     assert len(handoff.context_summary) <= 800
@@ -458,9 +436,7 @@ def test_llm_local_path_reports_estimated_usage() -> None:
     )
     _, usage = llm.generate_context(MATERIAL, settings=LOCAL)
     assert usage.operation == "generate_context" and usage.input_tokens > 100
-    handoff, usage = llm.generate_handoff_summary(
-        "anna", "jasper", "warm_reply", None, MATERIAL, settings=LOCAL
-    )
+    handoff, usage = llm.generate_handoff_summary("anna", "jasper", "warm_reply", None, MATERIAL, settings=LOCAL)
     assert usage.operation == "handoff_summary" and handoff.context_summary
 
 

@@ -181,13 +181,10 @@ def test_an_interaction_logged_through_postgrest_is_summarised_and_metered_by_th
     assert analysed["analysis_status"] == "done" and analysed["analysis_model"] == "claude-haiku-4-5"
     assert analysed["token_count"] > 0
     usage = admin.execute(
-        "select agent, model, operation, input_tokens > 0 as counted from cortex.token_usage"
-        " where interaction_id = %s",
+        "select agent, model, operation, input_tokens > 0 as counted from cortex.token_usage where interaction_id = %s",
         (row["id"],),
     ).fetchall()
-    assert usage == [
-        {"agent": "luna", "model": "claude-haiku-4-5", "operation": "summarize", "counted": True}
-    ]
+    assert usage == [{"agent": "luna", "model": "claude-haiku-4-5", "operation": "summarize", "counted": True}]
     job = job_of(admin, "summarise_interaction")
     assert (job["status"], job["attempts"], job["locked_by"]) == ("done", 1, None)
     assert job["result"]["context_refresh_triggered"] is True
@@ -217,8 +214,7 @@ def test_a_significant_interaction_regenerates_context_through_a_generate_contex
     assert ctx["context"]["current_status"] == CONTEXT_ANSWER["current_status"]
     assert job_of(admin, "generate_context")["status"] == "done"
     usage = admin.execute(
-        "select agent, model, contact_id::text as contact from cortex.token_usage"
-        " where operation = 'generate_context'"
+        "select agent, model, contact_id::text as contact from cortex.token_usage where operation = 'generate_context'"
     ).fetchall()
     assert usage == [{"agent": "system", "model": "claude-haiku-4-5", "contact": contact["id"]}]
 
@@ -297,9 +293,7 @@ def test_a_job_of_unknown_kind_is_parked_after_max_attempts_with_an_alert(
     job = job_of(admin, "mystery_chore")
     assert (job["status"], job["attempts"]) == ("parked", 5)
     assert worker.run_once(queue_conn, "w1") == 0  # parked jobs are never claimed
-    alert = admin.execute(
-        "select kind, details from cortex.alerts where tenant_id = %s", (tenant.id,)
-    ).fetchall()
+    alert = admin.execute("select kind, details from cortex.alerts where tenant_id = %s", (tenant.id,)).fetchall()
     assert [(a["kind"], a["details"]["kind"], a["details"]["payload"]) for a in alert] == [
         ("job_parked", "mystery_chore", {"x": 1})
     ]
@@ -313,9 +307,7 @@ def test_two_workers_claiming_at_once_run_every_job_exactly_once(
 ) -> None:
     # The local summariser (no key set): the race is between workers, not with a model.
     ids = [
-        log_pending(as_agent, tenant, contact["id"], type="note", raw_content=f"Call note {n}: all fine.")[
-            "id"
-        ]
+        log_pending(as_agent, tenant, contact["id"], type="note", raw_content=f"Call note {n}: all fine.")["id"]
         for n in range(24)
     ]
     start = threading.Barrier(2)
@@ -494,9 +486,7 @@ def test_an_idle_worker_starts_a_new_job_on_notify_not_at_the_next_poll_and_stop
             "the worker to find the queue empty",
         )
         log_pending(as_agent, tenant, contact["id"], type="note", raw_content="Call note: all fine.")
-        wait_until(
-            lambda: job_of(admin, "summarise_interaction")["status"] == "done", 10, "the job to be run"
-        )
+        wait_until(lambda: job_of(admin, "summarise_interaction")["status"] == "done", 10, "the job to be run")
     finally:
         stop.set()
         thread.join(timeout=5)
@@ -525,9 +515,7 @@ def test_sigterm_lets_the_running_job_finish_then_the_worker_exits_without_start
     spawn_worker: Callable[[dict[str, str]], WorkerProcess],
 ) -> None:
     fake_llm.delay_seconds = 1.5
-    child = spawn_worker(
-        {"DATABASE_URL": dsn, "ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": fake_llm.base_url}
-    )
+    child = spawn_worker({"DATABASE_URL": dsn, "ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": fake_llm.base_url})
     child.wait_for_log("worker child started", timeout=20)
     # Queued while the child idles: the NOTIFY wakes it at once.
     row = log_pending(as_agent, tenant, contact["id"], subject="Late order", raw_content=EMAIL)
@@ -538,9 +526,7 @@ def test_sigterm_lets_the_running_job_finish_then_the_worker_exits_without_start
     line = child.wait_for_log("kind=summarise_interaction", timeout=5)
     assert "outcome=done" in line and f"tenant={tenant.id}" in line
     assert job_of(admin, "summarise_interaction")["status"] == "done"
-    status = admin.execute(
-        "select analysis_status from cortex.interactions where id = %s", (row["id"],)
-    ).fetchone()
+    status = admin.execute("select analysis_status from cortex.interactions where id = %s", (row["id"],)).fetchone()
     assert status == {"analysis_status": "done"}
     # The summary made the contact's context stale; the stopping worker left that job queued.
     assert job_of(admin, "generate_context")["status"] == "queued"

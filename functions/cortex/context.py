@@ -44,9 +44,7 @@ def refresh_context(claims: Claims, contact_id: str) -> dict[str, Any]:
     """Regenerates a contact's context now (HTTP and CLI path)."""
     with db.as_caller(claims) as conn:
         db.call(conn, "get_contact", contact_id=contact_id)  # 404 before any model call
-        material = conn.execute(
-            "select cortex.context_material(cortex.current_tenant(), %s)", (contact_id,)
-        ).fetchone()
+        material = conn.execute("select cortex.context_material(cortex.current_tenant(), %s)", (contact_id,)).fetchone()
     assert material is not None
     try:
         context, usage = build_context(material[0])

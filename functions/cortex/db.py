@@ -75,9 +75,7 @@ def call(conn: psycopg.Connection[Any], function: str, /, **args: Any) -> Any:
     present = {k: v for k, v in args.items() if v is not None}
     query = sql.SQL("select public.{}({})").format(
         sql.Identifier(function),
-        sql.SQL(", ").join(
-            sql.SQL("{} => {}").format(sql.Identifier(k), sql.Placeholder(k)) for k in present
-        ),
+        sql.SQL(", ").join(sql.SQL("{} => {}").format(sql.Identifier(k), sql.Placeholder(k)) for k in present),
     )
     try:
         with conn.cursor(row_factory=tuple_row) as cur:

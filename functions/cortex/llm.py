@@ -137,9 +137,7 @@ def summarise_interaction(
     return _remote(settings, settings.summary_model, prompt, InteractionAnalysis, "summarize")
 
 
-def generate_context(
-    material: Mapping[str, Any], settings: Settings | None = None
-) -> tuple[GeneratedContext, Usage]:
+def generate_context(material: Mapping[str, Any], settings: Settings | None = None) -> tuple[GeneratedContext, Usage]:
     """Generate a contact's working-context briefing from its material (see `cortex.prompts`).
 
     Raises `LLMError` when the remote model fails or answers off-schema.

@@ -165,9 +165,7 @@ _REPLY_HEADER = re.compile(
     re.IGNORECASE,
 )
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?…])\s+|(?<=[\u3002\uff01\uff1f])|\n[ \t]*\n|\n(?=[ \t]*[^\sa-z])")
-_ABBREVIATIONS = frozenset(
-    {"mr.", "mrs.", "ms.", "dr.", "st.", "vs.", "e.g.", "i.e.", "no.", "approx.", "inc."}
-)
+_ABBREVIATIONS = frozenset({"mr.", "mrs.", "ms.", "dr.", "st.", "vs.", "e.g.", "i.e.", "no.", "approx.", "inc."})
 _SUBJECT_PREFIX = re.compile(r"^(?:(?:re|fw|fwd|aw|sv|wg)\s*(?:\[\d+\])?\s*:\s*)+", re.IGNORECASE)
 
 
@@ -525,9 +523,7 @@ def _intent(lower: str, interaction_type: str, sentiment: llm.Sentiment) -> llm.
     return "other"
 
 
-def analyse_interaction(
-    interaction_type: str, subject: str | None, raw_content: str | None
-) -> llm.InteractionAnalysis:
+def analyse_interaction(interaction_type: str, subject: str | None, raw_content: str | None) -> llm.InteractionAnalysis:
     """Summary, key points, sentiment and intent of one interaction, computed locally.
 
     Never raises on odd input: empty, whitespace-only, megabytes long or full of control and
@@ -633,9 +629,7 @@ def _interactions(material: Mapping[str, Any]) -> list[_Interaction]:
                 summary=_tidy_tokens(_one_line(it.get("summary"))),
                 sentiment=_one_line(it.get("sentiment")).lower(),
                 intent=_one_line(it.get("intent")).lower(),
-                key_points=tuple(
-                    p for p in (_tidy_tokens(_one_line(x)) for x in _sequence(it.get("key_points"))) if p
-                ),
+                key_points=tuple(p for p in (_tidy_tokens(_one_line(x)) for x in _sequence(it.get("key_points"))) if p),
                 thread_id=_one_line(it.get("thread_id")),
             )
         )
@@ -754,9 +748,7 @@ def compute_signals(material: Mapping[str, Any]) -> llm.Signals:
             orders += 1
             upsell += 0.1 * w
         text = " ".join((item.summary, *item.key_points)).lower()
-        if re.search(
-            r"\b(?:scal\w+ up|bulk|per quarter|/quarter|more units|expand\w*|grow\w*|volume)\b", text
-        ):
+        if re.search(r"\b(?:scal\w+ up|bulk|per quarter|/quarter|more units|expand\w*|grow\w*|volume)\b", text):
             scaling = True
 
     open_threads = _open_threads(items)
@@ -824,9 +816,7 @@ def _current_status(contact: _Contact, items: list[_Interaction], signals: llm.S
         return f"{stage.capitalize()}, no interactions logged yet"
     latest = items[0]
     when = f" ({_day(latest.date)})" if latest.date else ""
-    if latest.type in _OUTBOUND_TYPES or (
-        latest.direction == "outbound" and latest.type not in RESOLUTION_TYPES
-    ):
+    if latest.type in _OUTBOUND_TYPES or (latest.direction == "outbound" and latest.type not in RESOLUTION_TYPES):
         by = f" from {latest.agent}" if latest.agent else ""
         return f"Awaiting reply to {_label_lower(latest.type)}{by}{when}"
     if latest.type == "email_received" or latest.direction == "inbound":
@@ -944,9 +934,7 @@ def _key_facts(contact: _Contact, items: list[_Interaction], count: int, signals
             facts.append(f"{truncate_words(point, 100)}{when}")
     if signals.open_threads:
         t = signals.open_threads[0]
-        facts.append(
-            f"Open thread: {t['subject'] or t['thread_id']} (last: {_label_lower(str(t['last_type']))})"
-        )
+        facts.append(f"Open thread: {t['subject'] or t['thread_id']} (last: {_label_lower(str(t['last_type']))})")
     if any(i.intent == "churn_risk" for i in items[:5]):
         facts.append("Used churn language recently (cancel, switch, not renewing)")
     if contact.tags:
