@@ -85,3 +85,14 @@ def test_usage_routes_reject_bad_input_naming_the_field(client: FlaskClient, ten
         assert 400 <= response.status_code < 500
         assert error_of(response)["field"] == field
     assert admin.execute("select count(*) as n from cortex.token_usage").fetchone()["n"] == 0
+
+
+def test_another_tenants_usage_never_shows_over_http(client: FlaskClient, tenant: Tenant, other_tenant: Tenant) -> None:
+    assert record(client, tenant.keys["anna"]).status_code == 201
+    other = bearer(other_tenant.keys["helios"])
+    summary = body_of(client.get("/api/v1/usage/summary?period=month", headers=other))
+    check = body_of(client.get("/api/v1/usage/budget-check/anna", headers=other))
+    assert summary["totals"]["total_tokens"] == 0
+    assert check["used_today"] == 0
+    mine = body_of(client.get("/api/v1/usage/budget-check/anna", headers=bearer(tenant.keys["helios"])))
+    assert mine["used_today"] == 500
