@@ -1,13 +1,20 @@
-"""Graceful stop for long-running loops (the job worker and webhook delivery)."""
+"""Stopping and waking the long-running loops (the job worker and webhook delivery)."""
 
 from __future__ import annotations
 
 import logging
 import signal
 import threading
+import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from types import FrameType
+from typing import Any
+
+import psycopg
+
+# How often a wait looks at `stop`, so a stop set by another thread or a signal is seen at once.
+STOP_CHECK_SECONDS = 0.25
 
 
 @contextmanager
@@ -30,3 +37,18 @@ def signals_set(stop: threading.Event, log: logging.Logger, finishing: str) -> I
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def wait_for_notify(conn: psycopg.Connection[Any], timeout: float, stop: threading.Event) -> None:
+    """Sleeps until a NOTIFY on a channel `conn` LISTENs to, `stop`, or the timeout; then drops the
+    notifications that piled up meanwhile (they all mean the same: look at the queue again)."""
+    deadline = time.monotonic() + timeout
+    woken = False
+    while not woken and not stop.is_set() and (remaining := deadline - time.monotonic()) > 0:
+        with closing(conn.notifies(timeout=min(remaining, STOP_CHECK_SECONDS), stop_after=1)) as wake:
+            for _ in wake:
+                woken = True
+                break
+    with closing(conn.notifies(timeout=0)) as backlog:
+        for _ in backlog:
+            pass

@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from typing import Any
@@ -43,7 +43,7 @@ import psycopg
 from psycopg.rows import dict_row, tuple_row
 
 from cortex.config import get_settings
-from cortex.signals import signals_set
+from cortex.signals import signals_set, wait_for_notify
 
 __all__ = [
     "ATTEMPT_HEADER",
@@ -75,7 +75,6 @@ ATTEMPT_HEADER = "X-Cortex-Attempt"
 LISTEN_CHANNEL = "cortex_outbox"
 USER_AGENT = "cortex-webhooks/0.1"
 
-_STOP_CHECK_SECONDS = 0.25
 # How often to look again, 50 ms apart, at due messages that another session holds.
 _MAX_QUICK_LOOKS = 40
 _MAX_ERROR_CHARS = 2000
@@ -362,20 +361,6 @@ def default_worker_id() -> str:
     return f"webhooks@{socket.gethostname()}:{os.getpid()}"
 
 
-def _wait(conn: psycopg.Connection[Any], timeout: float, stop: threading.Event) -> None:
-    """Sleeps until a NOTIFY on cortex_outbox, `stop` or the timeout; drops the piled-up rest."""
-    deadline = time.monotonic() + timeout
-    woken = False
-    while not woken and not stop.is_set() and (remaining := deadline - time.monotonic()) > 0:
-        with closing(conn.notifies(timeout=min(remaining, _STOP_CHECK_SECONDS), stop_after=1)) as wake:
-            for _ in wake:
-                woken = True
-                break
-    with closing(conn.notifies(timeout=0)) as backlog:
-        for _ in backlog:
-            pass
-
-
 def _serve(
     dsn: str, worker_id: str, config: DeliveryConfig, once: bool, stop: threading.Event, total: DeliveryStats
 ) -> None:
@@ -410,7 +395,7 @@ def _serve(
             if once:
                 return
             idle_due = 0
-            _wait(conn, get_settings().worker_poll_seconds, stop)
+            wait_for_notify(conn, get_settings().worker_poll_seconds, stop)
 
 
 def run_delivery(

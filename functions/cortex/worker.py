@@ -31,7 +31,6 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +41,7 @@ from psycopg.types.json import Jsonb
 
 from cortex import context, interactions
 from cortex.config import get_settings
-from cortex.signals import signals_set
+from cortex.signals import signals_set, wait_for_notify
 
 __all__ = [
     "HANDLERS",
@@ -66,7 +65,6 @@ HANDLERS: dict[str, Handler] = {}
 _KIND = re.compile(r"^[a-z_]+$")  # the same rule as the jobs table's check constraint
 _MAX_ERROR_CHARS = 4000
 _LISTEN_CHANNEL = "cortex_jobs"
-_STOP_CHECK_SECONDS = 0.25
 
 
 class UnknownJobKind(Exception):
@@ -312,22 +310,6 @@ def _hand_back(conn: psycopg.Connection[Any], worker_id: str, jobs: Sequence[dic
 # --- the loop ----------------------------------------------------------------------------------
 
 
-def _wait_for_jobs(conn: psycopg.Connection[Any], timeout: float, stop: threading.Event) -> None:
-    """Sleeps until a NOTIFY on cortex_jobs, `stop`, or the timeout; swallows the notifications
-    that piled up meanwhile (they all mean the same: look at the queue again)."""
-    deadline = time.monotonic() + timeout
-    woken = False
-    # Short slices, so a stop set by another thread (or a signal) is seen within a moment.
-    while not woken and not stop.is_set() and (remaining := deadline - time.monotonic()) > 0:
-        with closing(conn.notifies(timeout=min(remaining, _STOP_CHECK_SECONDS), stop_after=1)) as wake:
-            for _ in wake:
-                woken = True
-                break
-    with closing(conn.notifies(timeout=0)) as backlog:
-        for _ in backlog:
-            pass
-
-
 def _serve(worker_id: str, once: bool, batch: int, stop: threading.Event, on_connect: Callable[[], None]) -> int:
     settings = get_settings()
     processed = 0
@@ -341,7 +323,7 @@ def _serve(worker_id: str, once: bool, batch: int, stop: threading.Event, on_con
             if ran == 0:
                 if once:
                     break
-                _wait_for_jobs(conn, settings.worker_poll_seconds, stop)
+                wait_for_notify(conn, settings.worker_poll_seconds, stop)
     return processed
 
 
