@@ -27,6 +27,7 @@ EXPECTED_SCHEDULE = {
     "cortex-daily-usage-report": ("0 * * * *", "select cortex.job_daily_usage_report()"),
     "cortex-handoff-reminders": ("0 */2 * * *", "select cortex.job_handoff_reminders()"),
     "cortex-cleanup-cron-history": ("30 3 * * *", "select cortex.job_cleanup_cron_history()"),
+    "cortex-retention": ("45 3 * * *", "select cortex.job_retention()"),
 }
 
 
@@ -333,6 +334,36 @@ def test_cleanup_without_pg_cron_only_trims_schedule_windows(admin: Admin) -> No
     }
 
 
+def test_retention_deletes_old_finished_jobs_and_messages_but_keeps_parked_and_dead(
+    admin: Admin, tenant: Tenant
+) -> None:
+    now = ts("2026-11-23T03:45:00+00:00")
+    old, recent = now - timedelta(days=31), now - timedelta(days=2)
+    for status, finished in (("done", old), ("done", recent), ("parked", old)):
+        admin.execute(
+            "insert into cortex.jobs (tenant_id, kind, status, finished_at)"
+            " values (%s, 'summarise_interaction', %s, %s)",
+            (tenant.id, status, finished),
+        )
+    for status in ("delivered", "skipped", "dead", "pending"):
+        admin.execute(
+            "insert into cortex.outbox (tenant_id, event, recipient, status)"
+            " values (%s, 'handoff.created', 'monitor', %s)",
+            (tenant.id, status),
+        )
+    # updated_at follows every update (trigger), so age the rows with the trigger off.
+    admin.execute("alter table cortex.outbox disable trigger outbox_updated_at")
+    admin.execute("update cortex.outbox set updated_at = %s", (old,))
+    admin.execute("alter table cortex.outbox enable trigger outbox_updated_at")
+
+    assert run(admin, "job_retention", now) == {"jobs": 1, "outbox": 2}
+    left_jobs = admin.execute("select status from cortex.jobs order by status, finished_at").fetchall()
+    assert [r["status"] for r in left_jobs] == ["done", "parked"]
+    left = admin.execute("select status from cortex.outbox order by status").fetchall()
+    assert [r["status"] for r in left] == ["dead", "pending"]
+    assert run(admin, "job_retention", now) == {"jobs": 0, "outbox": 0}
+
+
 # --- the schedule ---------------------------------------------------------------------------------
 
 
@@ -346,6 +377,7 @@ def test_a_database_without_pg_cron_gets_the_job_functions_but_no_schedule(admin
         "job_daily_usage_report",
         "job_handoff_reminders",
         "job_nightly_context_refresh",
+        "job_retention",
         "job_stale_context_sweep",
     ]
     assert admin.execute("select to_regnamespace('cron') as s").fetchone() == {"s": None}
