@@ -37,6 +37,19 @@ class Settings:
     pool_min: int = field(default_factory=lambda: int(_env("CORTEX_POOL_MIN", "1")))
     pool_max: int = field(default_factory=lambda: int(_env("CORTEX_POOL_MAX", "10")))
     helios_webhook_url: str = field(default_factory=lambda: _env("HELIOS_WEBHOOK_URL"))
+    helios_webhook_secret: str = field(default_factory=lambda: _env("HELIOS_WEBHOOK_SECRET"))
+    # Webhook delivery (cortex.webhooks.DeliveryConfig): per-request timeout, requests in flight,
+    # messages per round, retry backoff (base * 2^(n-1), capped), and the lease (0: derived).
+    webhook_timeout_seconds: float = field(default_factory=lambda: float(_env("CORTEX_WEBHOOK_TIMEOUT", "5")))
+    webhook_concurrency: int = field(default_factory=lambda: int(float(_env("CORTEX_WEBHOOK_CONCURRENCY", "16"))))
+    webhook_batch: int = field(default_factory=lambda: int(float(_env("CORTEX_WEBHOOK_BATCH", "100"))))
+    webhook_backoff_base_seconds: float = field(
+        default_factory=lambda: float(_env("CORTEX_WEBHOOK_BACKOFF_BASE", "30"))
+    )
+    webhook_backoff_max_seconds: float = field(
+        default_factory=lambda: float(_env("CORTEX_WEBHOOK_BACKOFF_MAX", str(6 * 3600)))
+    )
+    webhook_lease_seconds: int = field(default_factory=lambda: int(_env("CORTEX_WEBHOOK_LEASE_SECONDS", "0")))
 
     @property
     def use_remote_llm(self) -> bool:

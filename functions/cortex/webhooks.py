@@ -80,14 +80,9 @@ _MAX_QUICK_LOOKS = 40
 _MAX_ERROR_CHARS = 2000
 
 
-def _env_float(name: str, default: float) -> float:
-    value = os.environ.get(name, "")
-    return float(value) if value else default
-
-
 @dataclass(frozen=True)
 class DeliveryConfig:
-    """Delivery knobs, from the environment (CORTEX_WEBHOOK_*, HELIOS_WEBHOOK_*) unless given."""
+    """Delivery knobs, from the settings (CORTEX_WEBHOOK_*, HELIOS_WEBHOOK_*) unless given."""
 
     #: Per-request timeout (connect, read, write), seconds: a hanging receiver costs at most this.
     timeout_seconds: float = 5.0
@@ -106,17 +101,17 @@ class DeliveryConfig:
 
     @classmethod
     def from_env(cls) -> DeliveryConfig:
-        """The configuration of this process's environment."""
-        lease = os.environ.get("CORTEX_WEBHOOK_LEASE_SECONDS", "")
+        """The configuration of this process (cortex.config settings, read from the environment)."""
+        s = get_settings()
         return cls(
-            timeout_seconds=_env_float("CORTEX_WEBHOOK_TIMEOUT", cls.timeout_seconds),
-            concurrency=int(_env_float("CORTEX_WEBHOOK_CONCURRENCY", cls.concurrency)),
-            batch=int(_env_float("CORTEX_WEBHOOK_BATCH", cls.batch)),
-            backoff_base_seconds=_env_float("CORTEX_WEBHOOK_BACKOFF_BASE", cls.backoff_base_seconds),
-            backoff_max_seconds=_env_float("CORTEX_WEBHOOK_BACKOFF_MAX", cls.backoff_max_seconds),
-            lease_seconds=int(lease) if lease else None,
-            monitor_url=get_settings().helios_webhook_url,
-            monitor_secret=os.environ.get("HELIOS_WEBHOOK_SECRET", ""),
+            timeout_seconds=s.webhook_timeout_seconds,
+            concurrency=s.webhook_concurrency,
+            batch=s.webhook_batch,
+            backoff_base_seconds=s.webhook_backoff_base_seconds,
+            backoff_max_seconds=s.webhook_backoff_max_seconds,
+            lease_seconds=s.webhook_lease_seconds or None,
+            monitor_url=s.helios_webhook_url,
+            monitor_secret=s.helios_webhook_secret,
         )
 
     def lease_for(self, batch: int) -> int:
