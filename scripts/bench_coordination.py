@@ -35,7 +35,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "functions"))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from bench_core import machine_info, run_concurrently, summarise, use_bench_settings, wait_for_quiet  # noqa: E402
+from bench_core import (  # noqa: E402
+    is_complete,
+    machine_info,
+    run_concurrently,
+    summarise,
+    use_bench_settings,
+    wait_for_quiet,
+)
 
 from cortex import db, handoffs, llm  # noqa: E402
 from cortex.config import get_settings  # noqa: E402
@@ -117,19 +124,6 @@ def generate(dsn: str) -> dict[str, float]:
             (str(times["load_s"]), str(times["create_and_migrate_s"]), load_avg),
         )
     return times
-
-
-def is_complete(dsn: str) -> bool:
-    """True when the benchmark database exists and its generation ran to the end."""
-    try:
-        with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
-            row = conn.execute("select to_regclass('bench.meta') is not null").fetchone()
-            if not row or not row[0]:
-                return False
-            done = conn.execute("select value from bench.meta where key = 'complete'").fetchone()
-            return bool(done and done[0] == "true")
-    except psycopg.OperationalError:
-        return False
 
 
 def reset(dsn: str) -> dict[str, int]:

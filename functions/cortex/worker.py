@@ -296,14 +296,11 @@ def _run_job(
 
 
 def _hand_back(conn: psycopg.Connection[Any], worker_id: str, jobs: Sequence[dict[str, Any]]) -> None:
-    # Not started, so the claim's attempt is given back too: stopping a worker costs no retries.
+    conn.execute(
+        "select cortex.release_jobs(%s, %s::uuid[], %s::bigint[])",
+        (worker_id, [j["tenant_id"] for j in jobs], [j["id"] for j in jobs]),
+    )
     for job in jobs:
-        conn.execute(
-            "update cortex.jobs set status = 'queued', attempts = greatest(attempts - 1, 0),"
-            " locked_by = null, locked_until = null"
-            " where tenant_id = %s and id = %s and locked_by = %s and status = 'running'",
-            (job["tenant_id"], job["id"], worker_id),
-        )
         log.info("job kind=%s id=%s tenant=%s outcome=released", job["kind"], job["id"], job["tenant_id"])
 
 

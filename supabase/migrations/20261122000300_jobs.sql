@@ -158,6 +158,21 @@ end $$;
 comment on function cortex.fail_job(uuid, bigint, text, text) is
   'Records a failed attempt: requeues with exponential backoff, or after max_attempts parks the job and writes an alert.';
 
+create or replace function cortex.release_jobs(p_worker text, p_tenant_ids uuid[], p_ids bigint[])
+returns int
+language sql volatile set search_path = '' as $$
+  -- Not started, so the claim's attempt is given back too: stopping a worker costs no retries.
+  with r as (
+    update cortex.jobs j set status = 'queued', attempts = greatest(j.attempts - 1, 0),
+                             locked_by = null, locked_until = null
+    from unnest(p_tenant_ids, p_ids) as k(tenant_id, id)
+    where j.tenant_id = k.tenant_id and j.id = k.id and j.locked_by = p_worker and j.status = 'running'
+    returning 1)
+  select count(*)::int from r
+$$;
+comment on function cortex.release_jobs(text, uuid[], bigint[]) is
+  'Gives claimed but unstarted jobs back to the queue (a stopping worker), with their attempt refunded; returns how many.';
+
 create or replace function cortex.retry_parked_job(p_tenant_id uuid, p_id bigint) returns boolean
 language sql volatile set search_path = '' as $$
   with u as (

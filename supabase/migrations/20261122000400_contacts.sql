@@ -96,16 +96,17 @@ begin
 end $$;
 comment on function cortex.normalise_email(text) is 'Lower-cased, trimmed email, or SQLSTATE 22023 naming the email field.';
 
-create or replace function cortex.check_owner_agent(p_tenant_id uuid, p_agent text) returns text
+create or replace function cortex.check_agent(p_tenant_id uuid, p_agent text, p_field text) returns text
 language plpgsql stable security definer set search_path = '' as $$
 begin
   if p_agent is not null and not exists (
       select from cortex.agents a where a.tenant_id = p_tenant_id and a.name = p_agent) then
-    raise exception 'unknown agent "%"', left(p_agent, 100) using errcode = '22023', column = 'owner_agent';
+    raise exception 'unknown agent "%"', left(p_agent, 100) using errcode = '22023', column = p_field;
   end if;
   return p_agent;
 end $$;
-comment on function cortex.check_owner_agent(uuid, text) is 'Returns the agent name if it exists in the tenant, else SQLSTATE 22023 naming owner_agent.';
+comment on function cortex.check_agent(uuid, text, text) is
+  'Returns the agent name if it exists in the tenant (or null), else SQLSTATE 22023 naming p_field (owner_agent, agent, ...).';
 
 create or replace function cortex.contact_stages() returns text[]
 language sql immutable set search_path = '' as $$
@@ -134,7 +135,7 @@ end $$;
 comment on function cortex.contact_not_found(uuid) is 'Raises the one "unknown contact" error (SQLSTATE P0002, with how to create it).';
 
 grant execute on function cortex.check_enum(text, text, text[]), cortex.normalise_email(text),
-  cortex.check_owner_agent(uuid, text), cortex.contact_stages(), cortex.contact_json(cortex.contacts),
+  cortex.check_agent(uuid, text, text), cortex.contact_stages(), cortex.contact_json(cortex.contacts),
   cortex.contact_not_found(uuid) to authenticated, service_role;
 
 -- API ----------------------------------------------------------------------------------------
@@ -163,7 +164,7 @@ begin
   perform cortex.require_writer();
   v_email := cortex.normalise_email(upsert_contact.email);
   perform cortex.check_enum('stage', upsert_contact.stage, cortex.contact_stages());
-  perform cortex.check_owner_agent(v_tenant, upsert_contact.owner_agent);
+  perform cortex.check_agent(v_tenant, upsert_contact.owner_agent, 'owner_agent');
   if upsert_contact.custom_fields is not null and jsonb_typeof(upsert_contact.custom_fields) <> 'object' then
     raise exception 'custom_fields must be a JSON object' using errcode = '22023', column = 'custom_fields';
   end if;
@@ -236,7 +237,7 @@ begin
     end if;
     perform cortex.check_enum('stage', patch ->> 'stage', cortex.contact_stages());
   end if;
-  if patch ? 'owner_agent' then perform cortex.check_owner_agent(v_tenant, patch ->> 'owner_agent'); end if;
+  if patch ? 'owner_agent' then perform cortex.check_agent(v_tenant, patch ->> 'owner_agent', 'owner_agent'); end if;
   if patch ? 'tags' and jsonb_typeof(patch -> 'tags') not in ('array', 'null') then
     raise exception 'tags must be an array of strings' using errcode = '22023', column = 'tags';
   end if;

@@ -565,10 +565,7 @@ begin
   if get_pending_handoffs.agent is not null and get_pending_handoffs.human_id is not null then
     raise exception 'filter by agent or by human_id, not both' using errcode = '22023', column = 'agent';
   end if;
-  if get_pending_handoffs.agent is not null and not exists (
-      select from cortex.agents a where a.tenant_id = v_tenant and a.name = get_pending_handoffs.agent) then
-    raise exception 'unknown agent "%"', left(get_pending_handoffs.agent, 100) using errcode = '22023', column = 'agent';
-  end if;
+  perform cortex.check_agent(v_tenant, get_pending_handoffs.agent, 'agent');
   perform cortex.check_enum('urgency', get_pending_handoffs.urgency, cortex.handoff_urgencies());
   if get_pending_handoffs."limit" is null or get_pending_handoffs."limit" not between 1 and 100 then
     raise exception 'limit must be between 1 and 100' using errcode = '22023', column = 'limit';

@@ -191,7 +191,7 @@ begin
   from cortex.agents a left join cortex.agent_config c on c.tenant_id = a.tenant_id and c.agent = a.name
   where a.tenant_id = p_tenant_id and a.name = p_agent;
   if not found then
-    -- 22023 (422) like every other unknown-agent argument (cortex.check_owner_agent).
+    -- 22023 (422) like every other unknown-agent argument (cortex.check_agent).
     raise exception 'unknown agent "%"', left(p_agent, 100)
       using errcode = '22023', column = 'agent', hint = 'use the name of an agent of your tenant';
   end if;
