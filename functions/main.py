@@ -17,6 +17,6 @@ _HERE = str(Path(__file__).resolve().parent)
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
-from cortex.api import handle as api  # noqa: E402
+from cortex.app import handle as api  # noqa: E402
 
 __all__ = ["api"]

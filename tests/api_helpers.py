@@ -1,12 +1,12 @@
-"""Small helpers for tests that drive the HTTP API with Flask's test client."""
+"""Small helpers for tests that drive the HTTP API with Starlette's test client."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from werkzeug.test import TestResponse
+from httpx import Response as HttpResponse
 
-from cortex.models import ErrorResponse
+from cortex.schemas import ErrorResponse
 
 
 def bearer(token: str) -> dict[str, str]:
@@ -14,13 +14,13 @@ def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-def body_of(response: TestResponse) -> Any:
+def body_of(response: HttpResponse) -> Any:
     """The JSON body of a response, after checking it is JSON."""
-    assert response.mimetype == "application/json", response.data
-    return response.get_json()
+    assert response.headers["content-type"].split(";")[0] == "application/json", response.content
+    return response.json()
 
 
-def error_of(response: TestResponse) -> dict[str, Any]:
+def error_of(response: HttpResponse) -> dict[str, Any]:
     """The error object of an error response, after checking it has the documented shape."""
     body = body_of(response)
     ErrorResponse.model_validate(body)

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-import functions_framework
 import psycopg
 import pytest
-from flask import Flask
-from flask.testing import FlaskClient
+from functions_framework.aio import create_asgi_app
 from psycopg.rows import dict_row
 from pytest_postgresql.janitor import DatabaseJanitor
+from starlette.applications import Starlette
+from starlette.testclient import TestClient
 
 from cortex import auth
 from cortex import db as cortex_db
@@ -184,15 +184,20 @@ MAIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 
 
 @pytest.fixture(scope="session")
-def app() -> Flask:
-    """The app exactly as `functions-framework --source functions/main.py --target api` builds it."""
-    built: Flask = functions_framework.create_app(target="api", source=MAIN)  # type: ignore[no-untyped-call]
+def app() -> Starlette:
+    """The app exactly as `functions-framework --asgi --source functions/main.py --target api` builds it."""
+    built: Starlette = create_asgi_app(target="api", source=MAIN)
     return built
 
 
 @pytest.fixture
-def client(app: Flask, dsn: str) -> Iterator[FlaskClient]:
-    """A test client on a fresh database, with no cached key lookups from earlier tests."""
+def client(app: Starlette, dsn: str) -> Iterator[TestClient]:
+    """A test client on a fresh database, with no cached key lookups from earlier tests.
+
+    One event loop for the whole test (the context manager), so the async pool opened by the
+    first request serves the rest; it is closed in that loop before the database is dropped."""
     auth.clear_key_cache()
-    yield app.test_client()
+    with TestClient(app, raise_server_exceptions=False) as test_client:
+        yield test_client
+        test_client.portal.call(cortex_db.aclose_pool)  # type: ignore[union-attr]
     auth.clear_key_cache()

@@ -382,7 +382,7 @@ def test_worker_once_summarises_interactions_logged_without_summary(
             type="email_received",
             raw_content="Thanks, the cups arrived and look great!",
         )
-    ran = as_json("worker", "--once", "--batch", "5")
+    ran = as_json("queue", "work", "--once", "--batch", "5")
     assert ran["jobs_run"] >= 1
     row = one(admin, "select analysis_status, summary from cortex.interactions")
     assert row["analysis_status"] == "done" and row["summary"]
@@ -476,11 +476,11 @@ def test_outbox_dead_letters_are_listed_and_replayed(dsn: str, make_tenant: Any,
         (t.id,),
     )
     runner = CliRunner()
-    listed = runner.invoke(main, ["--tenant", t.slug, "--json", "outbox", "dead"])
+    listed = runner.invoke(main, ["--tenant", t.slug, "--json", "notifications", "dead"])
     rows = json.loads(listed.stdout)
     assert [r["last_error"] for r in rows] == ["HTTP 500"]
-    replayed = runner.invoke(main, ["--tenant", t.slug, "--json", "outbox", "replay", "--all"])
+    replayed = runner.invoke(main, ["--tenant", t.slug, "--json", "notifications", "replay", "--all"])
     assert json.loads(replayed.stdout) == {"replayed": 1}
     status = admin.execute("select status, attempts from cortex.outbox").fetchone()
     assert status == {"status": "pending", "attempts": 0}
-    assert runner.invoke(main, ["--tenant", t.slug, "outbox", "replay"]).exit_code == 2
+    assert runner.invoke(main, ["--tenant", t.slug, "notifications", "replay"]).exit_code == 2

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cortex import context as context_service
 from cortex.config import get_settings
+from cortex.context import service as context_service
 from cortex.db import agent_claims, call
 from cortex.errors import CortexError
 from tests.conftest import AsAgent, Tenant

@@ -14,11 +14,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from cortex import context as context_service
-from cortex import handoffs
 from cortex.config import get_settings
+from cortex.context import service as context_service
 from cortex.db import Jsonb, agent_claims, as_caller, call
 from cortex.errors import CortexError
+from cortex.handoffs import service as handoffs
 from tests.conftest import AsAgent, Tenant
 from tests.fake_anthropic import HANDOFF_ANSWER, FakeAnthropic
 

@@ -8,9 +8,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from cortex import interactions
 from cortex.db import agent_claims, call
 from cortex.errors import CortexError
+from cortex.interactions import service as interactions
 from tests.conftest import AsAgent, Tenant
 
 EMAIL = (

@@ -16,8 +16,10 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from cortex import llm, local_model, prompts
+from cortex import llm
 from cortex.config import Settings
+from cortex.llm import offline as local_model
+from cortex.llm import prompts
 from tests.fake_anthropic import ANALYSIS_ANSWER, CONTEXT_ANSWER, HANDOFF_ANSWER, FakeAnthropic
 
 SENTIMENTS = {"positive", "neutral", "negative", "escalation"}

@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from cortex.db import call
+from cortex.db import agent_claims, become, call
 from cortex.errors import CortexError
 from tests.conftest import AsAgent, Tenant
 
@@ -177,3 +177,34 @@ def test_other_tenant_never_counts_the_first_tenants_usage_through(
         assert USAGE[name](conn) == 0
     with as_agent(tenant, "luna") as conn:
         assert USAGE[name](conn) == 1000
+
+
+# Owner-only functions of the operators (CLI, demo loader): they see every tenant, so no API role may
+# run them. Each with arguments that would work for the owner.
+OPERATOR_FUNCTIONS: dict[str, Callable[[Tenant], dict[str, Any]]] = {
+    "cortex.list_tenants": lambda t: {},
+    "cortex.resolve_tenant": lambda t: {"p_ref": t.slug},
+    "cortex.list_agents": lambda t: {"p_tenant_id": t.id},
+    "cortex.list_agent_keys": lambda t: {"p_tenant_id": t.id},
+    "cortex.delete_tenant": lambda t: {"p_tenant_id": t.id},
+    "cortex.tenant_config": lambda t: {"p_tenant_id": t.id},
+    "cortex.merge_tenant_config": lambda t: {"p_tenant_id": t.id, "p_config": {"x": 1}},
+    "cortex.request_tenant_context_refresh": lambda t: {"p_tenant_id": t.id, "p_reason": "probe"},
+    "cortex.tenant_stats": lambda t: {"p_tenant_id": t.id},
+}
+
+
+@pytest.mark.parametrize("role", ["authenticated", "anon"])
+def test_operator_functions_are_not_executable_by_api_roles(dsn: str, tenant: Tenant, role: str) -> None:
+    for function, args in OPERATOR_FUNCTIONS.items():
+        with pytest.raises(CortexError) as err, psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
+            if role == "authenticated":
+                become(conn, agent_claims(tenant.id, "luna"))
+            else:
+                conn.execute("set local role anon")
+            call(conn, function, **args(tenant))
+        assert err.value.sqlstate == "42501", function
+    # The owner can, and nothing was changed by the refused calls.
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert call(conn, "cortex.resolve_tenant", p_ref=tenant.slug) is not None
+        assert call(conn, "cortex.tenant_config", p_tenant_id=tenant.id) == {}

@@ -13,9 +13,9 @@ from zoneinfo import ZoneInfo
 import psycopg
 import pytest
 
-from cortex import usage
 from cortex.db import agent_claims, as_caller, call
 from cortex.errors import CortexError
+from cortex.usage import service as usage
 from tests.conftest import AsAgent, Tenant, TenantFactory
 
 ROLLUP_VS_RAW = """

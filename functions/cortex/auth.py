@@ -50,7 +50,7 @@ def _unauthorized(message: str, hint: str | None = None, field: str = "Authoriza
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:
-    # werkzeug's Headers is case-insensitive already; a plain dict (tests, CLI) may not be.
+    # Starlette's Headers are case-insensitive already; a plain dict (tests, CLI) may not be.
     value = headers.get(name)
     if value is None:
         lowered = name.lower()
@@ -91,15 +91,11 @@ def _remember(digest: str, claims: dict[str, str]) -> None:
         _key_cache[digest] = (dict(claims), now + KEY_CACHE_SECONDS)
 
 
-def _agent_key_claims(key: str) -> dict[str, str]:
-    digest = hashlib.sha256(key.encode()).hexdigest()
-    cached = _cached(digest)
-    if cached is not None:
-        return cached
-    # As the owner on a pooled autocommit connection: the key table is invisible to API roles.
-    with db.get_pool().connection() as conn:
-        row = conn.execute("select cortex.authenticate_key(%s)", (key,)).fetchone()
-    found = row[0] if row else None
+def _key_digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def _key_claims(digest: str, found: Mapping[str, Any] | None) -> dict[str, str]:
     if not found:
         raise _unauthorized(
             "invalid or revoked API key", "ask an operator for a key: cortex keys create <tenant> <agent>"
@@ -107,6 +103,26 @@ def _agent_key_claims(key: str) -> dict[str, str]:
     claims = _claims(str(found["tenant_id"]), str(found["agent"]))
     _remember(digest, claims)
     return claims
+
+
+def _agent_key_claims(key: str) -> dict[str, str]:
+    digest = _key_digest(key)
+    cached = _cached(digest)
+    if cached is not None:
+        return cached
+    # As the owner on a pooled autocommit connection: the key table is invisible to API roles.
+    with db.get_pool().connection() as conn:
+        return _key_claims(digest, db.call(conn, "cortex.authenticate_key", p_key=key))
+
+
+async def _agent_key_claims_async(key: str) -> dict[str, str]:
+    digest = _key_digest(key)
+    cached = _cached(digest)
+    if cached is not None:
+        return cached
+    pool = await db.get_async_pool()
+    async with pool.connection() as conn:
+        return _key_claims(digest, await db.acall(conn, "cortex.authenticate_key", p_key=key))
 
 
 def _jwt_claims(token: str) -> dict[str, str]:
@@ -170,10 +186,8 @@ def _service_claims(headers: Mapping[str, str]) -> dict[str, str]:
     return _claims(tenant, agent)
 
 
-def authenticate(headers: Mapping[str, str]) -> dict[str, str]:
-    """The caller's claims `{"role": "authenticated", "tenant_id", "agent"}` from the request
-    headers; CortexError 401 when the credentials are missing or wrong, 422 for a malformed
-    X-Tenant-ID or X-Agent sent with the service key."""
+def _resolve(headers: Mapping[str, str]) -> dict[str, str] | str:
+    """The caller's claims, or the agent key still to be looked up."""
     authorization = _header(headers, "Authorization")
     has_tenant_header = _header(headers, "X-Tenant-ID") is not None
     if not authorization:
@@ -197,7 +211,21 @@ def authenticate(headers: Mapping[str, str]) -> dict[str, str]:
             "an agent key or JWT already names its tenant; drop the header",
         )
     if token.startswith(AGENT_KEY_PREFIX):
-        return _agent_key_claims(token)
+        return token
     if token.count(".") == 2:
         return _jwt_claims(token)
     raise _unauthorized("unrecognised bearer token", "use an agent key (ctx_...), a Supabase JWT or the service key")
+
+
+def authenticate(headers: Mapping[str, str]) -> dict[str, str]:
+    """The caller's claims `{"role": "authenticated", "tenant_id", "agent"}` from the request
+    headers; CortexError 401 when the credentials are missing or wrong, 422 for a malformed
+    X-Tenant-ID or X-Agent sent with the service key."""
+    resolved = _resolve(headers)
+    return _agent_key_claims(resolved) if isinstance(resolved, str) else resolved
+
+
+async def authenticate_async(headers: Mapping[str, str]) -> dict[str, str]:
+    """`authenticate` for the async edge: an agent key is looked up on the async pool."""
+    resolved = _resolve(headers)
+    return await _agent_key_claims_async(resolved) if isinstance(resolved, str) else resolved

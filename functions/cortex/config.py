@@ -36,6 +36,10 @@ class Settings:
     worker_poll_seconds: float = field(default_factory=lambda: float(_env("CORTEX_WORKER_POLL", "1.0")))
     pool_min: int = field(default_factory=lambda: int(_env("CORTEX_POOL_MIN", "1")))
     pool_max: int = field(default_factory=lambda: int(_env("CORTEX_POOL_MAX", "10")))
+    # A request waits this long for a pooled connection, and a new connection this long for the
+    # server, before answering 503: an unreachable database fails fast instead of queueing.
+    pool_timeout_seconds: float = field(default_factory=lambda: float(_env("CORTEX_POOL_TIMEOUT", "5")))
+    connect_timeout_seconds: int = field(default_factory=lambda: int(_env("CORTEX_CONNECT_TIMEOUT", "3")))
     helios_webhook_url: str = field(default_factory=lambda: _env("HELIOS_WEBHOOK_URL"))
     helios_webhook_secret: str = field(default_factory=lambda: _env("HELIOS_WEBHOOK_SECRET"))
     # Webhook delivery (cortex.webhooks.DeliveryConfig): per-request timeout, requests in flight,

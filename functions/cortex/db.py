@@ -1,35 +1,59 @@
 """Connections, and the one way Python calls Cortex's SQL functions.
 
+Every call names a function (`"get_context"` is `public.get_context`, `"cortex.store_context"`
+is the private one) and passes named arguments, so nothing depends on parameter order and a
+renamed parameter fails loudly. Database errors become `CortexError` in one place.
+
 Every request runs in one transaction that first becomes the caller exactly the way PostgREST
 does (`set local role authenticated` + `request.jwt.claims`), so the HTTP API, the CLI and a
-PostgREST caller all meet the same functions, policies and checks.
+PostgREST caller all meet the same functions, policies and checks. The HTTP edge is async (an
+`AsyncConnectionPool` per server process); the CLI, the worker and model-calling services are
+synchronous (a `ConnectionPool`). Both build their statements here.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 from psycopg import sql
-from psycopg.rows import tuple_row
+from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
-
-__all__ = ["Jsonb", "as_caller", "become", "call", "get_pool", "transaction"]
-from psycopg_pool import ConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from cortex.config import get_settings
 from cortex.errors import from_db_error
 
+__all__ = [
+    "Jsonb",
+    "acall",
+    "acall_as",
+    "agent_claims",
+    "as_caller",
+    "async_as_caller",
+    "become",
+    "call",
+    "call_as",
+    "close_pool",
+    "get_pool",
+    "rows",
+    "typed",
+]
+
 _pool: ConnectionPool | None = None
 _pool_lock = threading.Lock()
+_apool: AsyncConnectionPool | None = None
+_apool_loop: asyncio.AbstractEventLoop | None = None
 
 
 def get_pool() -> ConnectionPool:
-    """The process's connection pool (opened on first use)."""
+    """The process's synchronous connection pool (opened on first use)."""
     global _pool
     with _pool_lock:
         if _pool is None:
@@ -38,52 +62,136 @@ def get_pool() -> ConnectionPool:
                 s.database_url,
                 min_size=s.pool_min,
                 max_size=s.pool_max,
-                kwargs={"autocommit": True},
+                timeout=s.pool_timeout_seconds,
+                kwargs={"autocommit": True, "connect_timeout": s.connect_timeout_seconds},
                 open=True,
                 name="cortex",
             )
         return _pool
 
 
+async def get_async_pool() -> AsyncConnectionPool:
+    """The event loop's async connection pool (the HTTP edge), opened on first use.
+
+    A pool belongs to the loop that opened it; a new loop (a test client) gets a new pool."""
+    global _apool, _apool_loop
+    loop = asyncio.get_running_loop()
+    if _apool is None or _apool_loop is not loop:
+        s = get_settings()
+        pool = AsyncConnectionPool(
+            s.database_url,
+            min_size=s.pool_min,
+            max_size=s.pool_max,
+            timeout=s.pool_timeout_seconds,
+            kwargs={"autocommit": True, "connect_timeout": s.connect_timeout_seconds},
+            open=False,
+            name="cortex-async",
+        )
+        _apool, _apool_loop = pool, loop
+        await pool.open(wait=False)
+    return _apool
+
+
+async def aclose_pool() -> None:
+    """Closes the async pool of the running loop (tests and shutdown)."""
+    global _apool, _apool_loop
+    pool, _apool, _apool_loop = _apool, None, None
+    if pool is not None:
+        await pool.close()
+
+
 def close_pool() -> None:
-    """Closes the pool (tests and shutdown)."""
-    global _pool
+    """Closes the synchronous pool (tests and shutdown); the async one is forgotten."""
+    global _pool, _apool, _apool_loop
     with _pool_lock:
         if _pool is not None:
             _pool.close()
             _pool = None
+    _apool, _apool_loop = None, None
+
+
+# --- statements --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Typed:
+    """An argument with an explicit SQL type (arrays of uuid, say), where inference cannot tell."""
+
+    value: Any
+    sql_type: str
+
+
+def typed(value: Any, sql_type: str) -> Typed:
+    """Marks an argument to be cast to `sql_type` (e.g. `typed(ids, "uuid[]")`)."""
+    return Typed(value, sql_type)
+
+
+def _function(name: str) -> sql.Composable:
+    schema, _, function = name.rpartition(".")
+    return sql.Identifier(schema or "public", function)
+
+
+def _statement(name: str, args: Mapping[str, Any], *, set_returning: bool) -> tuple[sql.Composed, dict[str, Any]]:
+    # None is omitted so the function's SQL default applies (PostgREST does the same for absent keys).
+    present = {k: v for k, v in args.items() if v is not None}
+    params: list[sql.Composable] = []
+    values: dict[str, Any] = {}
+    for key, value in present.items():
+        placeholder: sql.Composable = sql.Placeholder(key)
+        if isinstance(value, Typed):
+            placeholder = sql.SQL("{}::{}").format(placeholder, sql.SQL(value.sql_type))
+            value = value.value
+        params.append(sql.SQL("{} => {}").format(sql.Identifier(key), placeholder))
+        values[key] = Jsonb(value) if isinstance(value, dict) else value
+    template = "select * from {}({})" if set_returning else "select {}({})"
+    return sql.SQL(template).format(_function(name), sql.SQL(", ").join(params)), values
+
+
+def call(conn: psycopg.Connection[Any], function: str, /, **args: Any) -> Any:
+    """Calls `function` (public unless schema-qualified) with named arguments and returns its
+    single value; None arguments are omitted so SQL defaults apply. Errors become CortexError."""
+    query, values = _statement(function, args, set_returning=False)
+    try:
+        with conn.cursor(row_factory=tuple_row) as cur:
+            cur.execute(query, values)
+            row = cur.fetchone()
+    except psycopg.Error as exc:
+        raise from_db_error(exc) from exc
+    return row[0] if row else None
+
+
+def rows(conn: psycopg.Connection[Any], function: str, /, **args: Any) -> list[dict[str, Any]]:
+    """Calls a set-returning `function` with named arguments; its rows as dicts."""
+    query, values = _statement(function, args, set_returning=True)
+    try:
+        with conn.cursor(row_factory=dict_row) as cur:
+            cur.execute(query, values)
+            return cur.fetchall()
+    except psycopg.Error as exc:
+        raise from_db_error(exc) from exc
+
+
+async def acall(conn: psycopg.AsyncConnection[Any], function: str, /, **args: Any) -> Any:
+    """`call` on an async connection."""
+    query, values = _statement(function, args, set_returning=False)
+    try:
+        async with conn.cursor(row_factory=tuple_row) as cur:
+            await cur.execute(query, values)
+            row = await cur.fetchone()
+    except psycopg.Error as exc:
+        raise from_db_error(exc) from exc
+    return row[0] if row else None
+
+
+# --- acting as a caller ----------------------------------------------------------------------------
+
+_BECOME = "select set_config('role', 'authenticated', true), set_config('request.jwt.claims', %s, true)"
 
 
 def become(conn: psycopg.Connection[Any], claims: Mapping[str, Any]) -> None:
     """Within the current transaction, act as an API caller with these JWT claims (as PostgREST does)."""
     # One round trip for both (set_config('role', ..., true) is SET LOCAL ROLE), as PostgREST does.
-    conn.execute(
-        "select set_config('role', 'authenticated', true), set_config('request.jwt.claims', %s, true)",
-        (json.dumps(dict(claims)),),
-    )
-
-
-def _adapt(value: Any) -> Any:
-    if isinstance(value, dict):
-        return Jsonb(value)
-    return value
-
-
-def call(conn: psycopg.Connection[Any], function: str, /, **args: Any) -> Any:
-    """Calls public.<function>(name => value, ...) with the given named arguments, None ones
-    omitted so SQL defaults apply, and returns its single value. Database errors become CortexError."""
-    present = {k: v for k, v in args.items() if v is not None}
-    query = sql.SQL("select public.{}({})").format(
-        sql.Identifier(function),
-        sql.SQL(", ").join(sql.SQL("{} => {}").format(sql.Identifier(k), sql.Placeholder(k)) for k in present),
-    )
-    try:
-        with conn.cursor(row_factory=tuple_row) as cur:
-            cur.execute(query, {k: _adapt(v) for k, v in present.items()})
-            row = cur.fetchone()
-    except psycopg.Error as exc:
-        raise from_db_error(exc) from exc
-    return row[0] if row else None
+    conn.execute(_BECOME, (json.dumps(dict(claims)),))
 
 
 @contextmanager
@@ -105,6 +213,27 @@ def as_caller(
     with transaction(conn) as c:
         become(c, claims)
         yield c
+
+
+@asynccontextmanager
+async def async_as_caller(claims: Mapping[str, Any]) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    """`as_caller` on the async pool."""
+    pool = await get_async_pool()
+    async with pool.connection() as conn, conn.transaction():
+        await conn.execute(_BECOME, (json.dumps(dict(claims)),))
+        yield conn
+
+
+def call_as(claims: Mapping[str, Any], function: str, /, **args: Any) -> Any:
+    """`call` in its own transaction as the caller with these claims."""
+    with as_caller(claims) as conn:
+        return call(conn, function, **args)
+
+
+async def acall_as(claims: Mapping[str, Any], function: str, /, **args: Any) -> Any:
+    """`call_as` on the async pool: one transaction, one round trip for the claims, one call."""
+    async with async_as_caller(claims) as conn:
+        return await acall(conn, function, **args)
 
 
 def agent_claims(tenant_id: str, agent: str) -> dict[str, str]:

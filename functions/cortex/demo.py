@@ -26,7 +26,8 @@ from typing import Any
 
 import psycopg
 
-from cortex import contacts, db
+from cortex import db
+from cortex.contacts import service as contacts
 from cortex.config import get_settings
 from cortex.migrate import ROOT
 
@@ -582,28 +583,36 @@ def build_demo(now: datetime) -> list[_Contact]:
 
 def _ensure_tenant(conn: psycopg.Connection[Any], reset: bool) -> tuple[str, bool]:
     """The demo tenant's id (created when absent, with its agents) and whether the demo is loaded."""
-    if reset:
-        conn.execute("delete from cortex.tenants where slug = %s", (TENANT_SLUG,))
-    row = conn.execute("select id, config ? 'demo' from cortex.tenants where slug = %s", (TENANT_SLUG,)).fetchone()
-    if row is None:
-        row = conn.execute(
-            "select cortex.create_tenant(%s, %s, %s), false", (TENANT_NAME, TENANT_SLUG, TIME_ZONE)
-        ).fetchone()
-    assert row is not None
-    tenant_id = str(row[0])
-    have = {r[0] for r in conn.execute("select name from cortex.agents where tenant_id = %s", (tenant_id,))}
+    found = db.call(conn, "cortex.resolve_tenant", p_ref=TENANT_SLUG)
+    if found is not None and reset:
+        db.call(conn, "cortex.delete_tenant", p_tenant_id=found)
+        found = None
+    if found is None:
+        found = db.call(conn, "cortex.create_tenant", p_name=TENANT_NAME, p_slug=TENANT_SLUG, p_time_zone=TIME_ZONE)
+        loaded = False
+    else:
+        loaded = "demo" in (db.call(conn, "cortex.tenant_config", p_tenant_id=found) or {})
+    tenant_id = str(found)
+    have = {r["name"] for r in db.rows(conn, "cortex.list_agents", p_tenant_id=tenant_id)}
     for name, display, role, read_only, max_input, budget in AGENTS:
         if name not in have:
-            conn.execute(
-                "select cortex.create_agent(%s, %s, %s, %s, %s, %s, %s)",
-                (tenant_id, name, display, role, read_only, max_input, budget),
+            db.call(
+                conn,
+                "cortex.create_agent",
+                p_tenant_id=tenant_id,
+                p_name=name,
+                p_display_name=display,
+                p_role=role,
+                p_read_only=read_only,
+                p_max_input_tokens=max_input,
+                p_daily_token_budget=budget,
             )
-    return tenant_id, bool(row[1])
+    return tenant_id, loaded
 
 
 def _load(tenant_id: str, now: datetime) -> None:
     """Writes the data set through the agents' own API functions."""
-    from cortex import interactions  # imported here: it loads the Anthropic SDK (slow to import)
+    from cortex.interactions import service as interactions  # imported here: it loads the Anthropic SDK (slow to import)
 
     for person in build_demo(now):
         created = contacts.upsert_contact(db.agent_claims(tenant_id, person.creator), **person.fields)
@@ -655,14 +664,11 @@ def _ensure_keys(conn: psycopg.Connection[Any], tenant_id: str, path: Path) -> d
     for name, *_ in AGENTS:
         key = old.get(name)
         if key:
-            row = conn.execute("select cortex.authenticate_key(%s)", (key,)).fetchone()
-            claims = row[0] if row else None
+            claims = db.call(conn, "cortex.authenticate_key", p_key=key)
             if claims and claims.get("tenant_id") == tenant_id and claims.get("agent") == name:
                 keys[name] = key
                 continue
-        row = conn.execute("select cortex.create_agent_key(%s, %s, 'demo')", (tenant_id, name)).fetchone()
-        assert row is not None
-        keys[name] = row[0]
+        keys[name] = db.call(conn, "cortex.create_agent_key", p_tenant_id=tenant_id, p_agent=name, p_label="demo")
     if keys != old or not path.exists():
         _write_keys(path, tenant_id, keys)
     return keys
@@ -682,23 +688,18 @@ def load_demo(database_url: str, reset: bool = False, *, keys_file: Path = DEFAU
             # An interrupted earlier load is completed, not doubled: contacts upsert by email and
             # interactions deduplicate on their external_id.
             _load(tenant_id, datetime.now(UTC).replace(second=0, microsecond=0))
-            conn.execute(
-                "select cortex.request_context_refresh(c.tenant_id, c.id, 'demo')"
-                " from cortex.contacts c where c.tenant_id = %s order by c.created_at",
-                (tenant_id,),
-            )
-            conn.execute(
-                "update cortex.tenants set config = config || jsonb_build_object('demo',"
-                " jsonb_build_object('version', %s::int, 'loaded_at', now())) where id = %s",
-                (DEMO_VERSION, tenant_id),
-            )
+            db.call(conn, "cortex.request_tenant_context_refresh", p_tenant_id=tenant_id, p_reason="demo")
+            loaded_at = datetime.now(UTC).isoformat()
+            demo = {"demo": {"version": DEMO_VERSION, "loaded_at": loaded_at}}
+            db.call(conn, "cortex.merge_tenant_config", p_tenant_id=tenant_id, p_config=demo)
         keys = _ensure_keys(conn, tenant_id, keys_file)
-        row = conn.execute(
-            "select (select count(*) from cortex.contacts where tenant_id = %(t)s),"
-            " (select count(*) from cortex.interactions where tenant_id = %(t)s),"
-            " (select count(*) from cortex.jobs where tenant_id = %(t)s and status in ('queued', 'running'))",
-            {"t": tenant_id},
-        ).fetchone()
+        stats = db.call(conn, "cortex.tenant_stats", p_tenant_id=tenant_id)
         conn.execute("select pg_advisory_unlock(%s)", (_LOCK,))
-    assert row is not None
-    return DemoInfo(tenant_id, keys, int(row[0]), int(row[1]), loaded=not loaded_before, queued_jobs=int(row[2]))
+    return DemoInfo(
+        tenant_id,
+        keys,
+        int(stats["contacts"]),
+        int(stats["interactions"]),
+        loaded=not loaded_before,
+        queued_jobs=int(stats["queued_jobs"]),
+    )

@@ -324,3 +324,15 @@ end $$;
 comment on function public.list_interactions(uuid, text, text, timestamptz, int, boolean) is
   'A contact''s interactions, newest first, filtered by agent, type and since; summaries only unless include_raw.';
 grant execute on function public.list_interactions(uuid, text, text, timestamptz, int, boolean) to authenticated;
+
+-- The worker's read of an interaction it is about to summarise (owner only: API roles never call it).
+create or replace function cortex.interaction_for_analysis(p_tenant_id uuid, p_interaction_id uuid)
+returns jsonb language sql stable set search_path = '' as $$
+  select jsonb_build_object('type', i.type, 'subject', i.subject, 'raw_content', i.raw_content, 'agent', i.agent,
+                            'contact_id', i.contact_id, 'analysis_status', i.analysis_status)
+  from cortex.interactions i
+  where i.tenant_id = p_tenant_id and i.id = p_interaction_id;
+$$;
+comment on function cortex.interaction_for_analysis(uuid, uuid) is
+  'What the worker needs to summarise one interaction (type, subject, raw content, agent, contact, analysis status); null when unknown. Owner only.';
+revoke execute on function cortex.interaction_for_analysis(uuid, uuid) from public, anon, authenticated;

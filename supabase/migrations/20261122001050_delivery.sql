@@ -178,3 +178,14 @@ revoke execute on function
   cortex.list_dead_letters(uuid, int),
   cortex.replay_dead_letters(bigint[], uuid)
 from public, anon, authenticated;
+
+-- Whether delivery has anything to do now (the idle loop asks before it sleeps).
+create or replace function cortex.outbox_due()
+returns boolean language sql stable set search_path = '' as $$
+  select exists (select from cortex.outbox o
+                 where (o.status = 'pending' and o.next_attempt_at <= now())
+                    or (o.status = 'delivering' and o.locked_until < now()));
+$$;
+comment on function cortex.outbox_due() is
+  'True when an outbox message is due for delivery or its lease ran out. Owner only (the delivery loop).';
+revoke execute on function cortex.outbox_due() from public, anon, authenticated;

@@ -30,9 +30,9 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from cortex import webhooks
 from cortex.config import get_settings
-from cortex.webhooks import DeliveryConfig, deliver_batch, sign, verify
+from cortex.notifications import delivery as webhooks
+from cortex.notifications.delivery import DeliveryConfig, deliver_batch, sign, verify
 from tests.conftest import AsAgent, Tenant
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -523,7 +523,7 @@ def test_unreliable_receiver_and_killed_worker_lose_nothing_and_process_each_key
             [
                 sys.executable,
                 "-m",
-                "cortex.webhooks",
+                "cortex.notifications.delivery",
                 "--worker-id",
                 "killed",
                 "--batch",

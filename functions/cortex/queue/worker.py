@@ -14,13 +14,14 @@ Adding a kind of job: write `handler(conn, tenant_id, payload) -> dict` and regi
 `@register("kind")` (or `HANDLERS["kind"] = handler`); the returned dict is stored as the job's
 result. Handlers must be idempotent: a job whose worker died mid-way runs again.
 
-    python -m cortex.worker [--once] [--batch N] [--worker-id ID]
+    python -m cortex.queue.worker [--once] [--batch N] [--worker-id ID]
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import importlib
 import json
 import logging
 import os
@@ -36,12 +37,12 @@ from typing import Any
 
 import psycopg
 from psycopg import pq
-from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 
-from cortex import context, interactions
+from cortex import db
 from cortex.config import get_settings
-from cortex.signals import signals_set, wait_for_notify
+from cortex.errors import CortexError
+from cortex.shutdown import signals_set, wait_for_notify
 
 __all__ = [
     "HANDLERS",
@@ -86,24 +87,17 @@ def register(kind: str) -> Callable[[Handler], Handler]:
     return decorate
 
 
-# --- built-in handlers -------------------------------------------------------------------------
+# --- handlers ------------------------------------------------------------------------------------
+
+# Each capability registers its job kinds in its own `jobs` module; the worker loads these.
+JOB_MODULES = ("cortex.interactions.jobs", "cortex.context.jobs")
 
 
-@register("summarise_interaction")
-def summarise_interaction(conn: psycopg.Connection[Any], tenant_id: str, payload: dict[str, Any]) -> dict[str, Any]:
-    """Summarises an interaction logged without analysis (the PostgREST path); idempotent."""
-    return interactions.summarise_pending(conn, tenant_id, str(payload["interaction_id"]))
-
-
-@register("generate_context")
-def generate_context(conn: psycopg.Connection[Any], tenant_id: str, payload: dict[str, Any]) -> dict[str, Any]:
-    """Regenerates a contact's working context; a model failure raises so the queue retries."""
-    contact_id = str(payload["contact_id"])
-    try:
-        return context.generate_for_job(conn, tenant_id, contact_id)
-    except psycopg.errors.NoDataFound:
-        # The contact was deleted after its refresh was queued: nothing to do, nothing to alert.
-        return {"skipped": "contact not found", "contact_id": contact_id}
+def load_handlers() -> dict[str, Handler]:
+    """Imports every capability's job handlers (each registers itself) and returns the registry."""
+    for module in JOB_MODULES:
+        importlib.import_module(module)
+    return HANDLERS
 
 
 # --- one batch ---------------------------------------------------------------------------------
@@ -167,25 +161,21 @@ class _Heartbeat:
                 held = sorted(self._held)
             for tenant_id, job_id in held:
                 try:
-                    kept = _scalar(
+                    kept = db.call(
                         self._conn,
-                        "select cortex.extend_lease(%s, %s, %s, %s)",
-                        (tenant_id, job_id, self._worker_id, self._lease_seconds),
+                        "cortex.extend_lease",
+                        p_tenant_id=tenant_id,
+                        p_id=job_id,
+                        p_worker=self._worker_id,
+                        p_lease_seconds=self._lease_seconds,
                     )
-                except psycopg.Error as exc:
+                except (psycopg.Error, CortexError) as exc:
                     # The next beat may succeed; if not, the lease runs out and the job is retried.
                     log.warning("heartbeat for job %s failed: %s", job_id, exc)
                     continue
                 if not kept:
                     log.warning("job %s: lease lost (another worker may have taken it)", job_id)
                     self.release((tenant_id, job_id))
-
-
-def _scalar(conn: psycopg.Connection[Any], query: str, params: Sequence[Any]) -> Any:
-    # A tuple cursor whatever the connection's row factory (tests pass dict_row connections).
-    with conn.cursor(row_factory=tuple_row) as cur:
-        row = cur.execute(query, params).fetchone()
-    return row[0] if row else None
 
 
 def _connect(dsn: str, worker_id: str, role: str) -> psycopg.Connection[Any]:
@@ -218,12 +208,12 @@ def run_once(
     without handler) fails it with the error text, so it is retried later or parked. When `stop`
     is set between two jobs, the jobs not yet started are handed back to the queue at once.
     """
+    load_handlers()
     if not conn.autocommit:
         raise ValueError("run_once needs an autocommit connection (each queue step commits on its own)")
     settings = get_settings()
     lease = settings.job_lease_seconds if lease_seconds is None else lease_seconds
-    with conn.cursor(row_factory=dict_row) as cur:
-        jobs = cur.execute("select * from cortex.claim_jobs(%s, %s, %s)", (worker_id, batch, lease)).fetchall()
+    jobs = db.rows(conn, "cortex.claim_jobs", p_worker=worker_id, p_limit=batch, p_lease_seconds=lease)
     if not jobs:
         return 0
     ran = 0
@@ -268,16 +258,20 @@ def _run_job(
     finally:
         beat.release((tenant_id, job_id))
     if error is None:
-        completed = _scalar(
+        completed = db.call(
             conn,
-            "select cortex.complete_job(%s, %s, %s, %s)",
-            (tenant_id, job_id, worker_id, Jsonb(result, dumps=_dumps)),
+            "cortex.complete_job",
+            p_tenant_id=tenant_id,
+            p_id=job_id,
+            p_worker=worker_id,
+            p_result=Jsonb(result, dumps=_dumps),
         )
         outcome = "done" if completed else "lost"
     else:
         # 'retry' (requeued with backoff), 'parked' (alert written) or 'lost' (lease taken over).
         outcome = str(
-            _scalar(conn, "select cortex.fail_job(%s, %s, %s, %s)", (tenant_id, job_id, worker_id, error)) or "lost"
+            db.call(conn, "cortex.fail_job", p_tenant_id=tenant_id, p_id=job_id, p_worker=worker_id, p_error=error)
+            or "lost"
         )
     ms = round((time.monotonic() - started) * 1000)
     level = logging.INFO if outcome == "done" else logging.WARNING
@@ -296,9 +290,12 @@ def _run_job(
 
 
 def _hand_back(conn: psycopg.Connection[Any], worker_id: str, jobs: Sequence[dict[str, Any]]) -> None:
-    conn.execute(
-        "select cortex.release_jobs(%s, %s::uuid[], %s::bigint[])",
-        (worker_id, [j["tenant_id"] for j in jobs], [j["id"] for j in jobs]),
+    db.call(
+        conn,
+        "cortex.release_jobs",
+        p_worker=worker_id,
+        p_tenant_ids=db.typed([j["tenant_id"] for j in jobs], "uuid[]"),
+        p_ids=db.typed([j["id"] for j in jobs], "bigint[]"),
     )
     for job in jobs:
         log.info("job kind=%s id=%s tenant=%s outcome=released", job["kind"], job["id"], job["tenant_id"])
@@ -335,6 +332,7 @@ def run(
     """
     worker_id = worker_id or default_worker_id()
     stop = stop or threading.Event()
+    load_handlers()
     processed = 0
     backoff = 1.0
 
@@ -359,8 +357,8 @@ def run(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: `python -m cortex.worker [--once] [--batch N] [--worker-id ID] [--log-level L]`."""
-    parser = argparse.ArgumentParser(prog="python -m cortex.worker", description="Runs Cortex's background jobs.")
+    """Command line: `python -m cortex.queue.worker [--once] [--batch N] [--worker-id ID] [--log-level L]`."""
+    parser = argparse.ArgumentParser(prog="python -m cortex.queue.worker", description="Runs Cortex's background jobs.")
     parser.add_argument("--once", action="store_true", help="run the jobs due now, then exit")
     parser.add_argument("--batch", type=int, default=10, help="jobs claimed at a time (default 10)")
     parser.add_argument("--worker-id", default=None, help="name in cortex.jobs.locked_by (default hostname:pid)")
@@ -383,6 +381,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 if __name__ == "__main__":
     # Run the imported module's main, so handlers registered on `cortex.worker` by other modules
     # are the ones used (under -m this file is also loaded as __main__, a separate copy).
-    from cortex.worker import main as _main
+    from cortex.queue.worker import main as _main
 
     sys.exit(_main())

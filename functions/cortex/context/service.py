@@ -10,13 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 
-from cortex import db, llm, local_model
+from cortex import db, llm
+from cortex.llm import offline
 
 Claims = Mapping[str, Any]
+
+# A failed regeneration is tried again this much later (seed 000).
+RETRY_AFTER = timedelta(minutes=5)
 
 
 def get_context(claims: Claims, contact_id: str, level: int = 1, refresh: bool = False) -> dict[str, Any]:
@@ -31,7 +36,7 @@ def get_context(claims: Claims, contact_id: str, level: int = 1, refresh: bool =
 def build_context(material: Mapping[str, Any]) -> tuple[dict[str, Any], llm.Usage]:
     """The stored form of a generated context: the model's briefing plus computed signals."""
     generated, usage = llm.generate_context(material)
-    signals = local_model.compute_signals(material)
+    signals = offline.compute_signals(material)
     context = {
         **generated.model_dump(),
         "signals": signals.model_dump(),
@@ -42,22 +47,24 @@ def build_context(material: Mapping[str, Any]) -> tuple[dict[str, Any], llm.Usag
 
 def refresh_context(claims: Claims, contact_id: str) -> dict[str, Any]:
     """Regenerates a contact's context now (HTTP and CLI path)."""
+    tenant_id = claims.get("tenant_id")
     with db.as_caller(claims) as conn:
         db.call(conn, "get_contact", contact_id=contact_id)  # 404 before any model call
-        material = conn.execute("select cortex.context_material(cortex.current_tenant(), %s)", (contact_id,)).fetchone()
-    assert material is not None
+        material = db.call(conn, "cortex.context_material", p_tenant_id=tenant_id, p_contact_id=contact_id)
     try:
-        context, usage = build_context(material[0])
+        context, usage = build_context(material)
     except llm.LLMError as exc:
         with db.as_caller(claims) as conn:
-            conn.execute(
-                "select cortex.record_context_failure(cortex.current_tenant(), %s, %s)",
-                (contact_id, str(exc)),
+            db.call(
+                conn, "cortex.record_context_failure", p_tenant_id=tenant_id, p_contact_id=contact_id, p_error=str(exc)
             )
-            conn.execute(
-                "select cortex.request_context_refresh(cortex.current_tenant(), %s, 'retry', "
-                "now() + interval '5 minutes')",
-                (contact_id,),
+            db.call(
+                conn,
+                "cortex.request_context_refresh",
+                p_tenant_id=tenant_id,
+                p_contact_id=contact_id,
+                p_reason="retry",
+                p_run_at=datetime.now(UTC) + RETRY_AFTER,
             )
         return {"contact_id": contact_id, "regenerated": False, "queued": True, "error": str(exc)}
     with db.as_caller(claims) as conn:
@@ -67,7 +74,7 @@ def refresh_context(claims: Claims, contact_id: str) -> dict[str, Any]:
             contact_id=contact_id,
             context=context,
             usage=asdict(usage),
-            interaction_count=material[0]["interaction_count"],
+            interaction_count=material["interaction_count"],
         )
     return result
 
@@ -75,24 +82,19 @@ def refresh_context(claims: Claims, contact_id: str) -> dict[str, Any]:
 def generate_for_job(conn: psycopg.Connection[Any], tenant_id: str, contact_id: str) -> dict[str, Any]:
     """Worker side: regenerates one contact's context. Raises LLMError so the queue retries;
     the failure is counted on the context first so readers see it stale."""
-    row = conn.execute("select cortex.context_material(%s, %s)", (tenant_id, contact_id)).fetchone()
-    assert row is not None
-    material = row[0]
+    material = db.call(conn, "cortex.context_material", p_tenant_id=tenant_id, p_contact_id=contact_id)
     try:
         context, usage = build_context(material)
     except llm.LLMError as exc:
-        conn.execute("select cortex.record_context_failure(%s, %s, %s)", (tenant_id, contact_id, str(exc)))
+        db.call(conn, "cortex.record_context_failure", p_tenant_id=tenant_id, p_contact_id=contact_id, p_error=str(exc))
         raise
-    out = conn.execute(
-        "select cortex.store_context(%s, %s, %s, %s, %s)",
-        (
-            tenant_id,
-            contact_id,
-            db.Jsonb(context),
-            db.Jsonb({**asdict(usage), "agent": "system"}),
-            material["interaction_count"],
-        ),
-    ).fetchone()
-    assert out is not None
-    result: dict[str, Any] = out[0]
+    result: dict[str, Any] = db.call(
+        conn,
+        "cortex.store_context",
+        p_tenant_id=tenant_id,
+        p_contact_id=contact_id,
+        p_context=context,
+        p_usage={**asdict(usage), "agent": "system"},
+        p_interaction_count=material["interaction_count"],
+    )
     return result

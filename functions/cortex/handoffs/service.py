@@ -14,27 +14,12 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
-import psycopg
-
 from cortex import db, llm
-from cortex.errors import from_db_error
 
 Claims = Mapping[str, Any]
 
-# The arguments of cortex.check_handoff_request, in order, and the request field each one takes.
-_CHECKED = (
-    "contact_id",
-    "to_agent",
-    "to_human_id",
-    "reason",
-    "urgency",
-    "reason_detail",
-    "context_summary",
-    "suggested_action",
-    "metadata",
-    "usage",
-    "from_agent",
-)
+# Optional request fields that cortex.check_handoff_request also checks (named p_<field>).
+_CHECKED_OPTIONAL = ("reason_detail", "context_summary", "suggested_action", "metadata", "usage", "from_agent")
 _JSON_FIELDS = ("metadata", "usage")
 
 
@@ -67,23 +52,25 @@ def create_handoff(claims: Claims, **fields: Any) -> dict[str, Any]:
 def _with_generated_summary(claims: Claims, fields: dict[str, Any]) -> dict[str, Any]:
     """The fields plus a generated briefing and its usage; unchanged when the model fails (SQL
     then assembles its fallback briefing)."""
-    args = [fields.get(name) for name in _CHECKED]
-    placeholders = ", ".join(["%s"] * len(args))
     with db.as_caller(claims) as conn:
-        try:
-            row = conn.execute(f"select cortex.check_handoff_request({placeholders})", args).fetchone()
-            assert row is not None
-            from_agent: str = row[0]
-            material_row = conn.execute(
-                "select cortex.context_material(cortex.current_tenant(), %s)", (fields["contact_id"],)
-            ).fetchone()
-        except psycopg.Error as exc:
-            raise from_db_error(exc) from exc
-    assert material_row is not None
+        from_agent: str = db.call(
+            conn,
+            "cortex.check_handoff_request",
+            p_contact_id=fields.get("contact_id"),
+            # Required parameters that may be null: sent as typed nulls rather than omitted.
+            p_to_agent=db.typed(fields.get("to_agent"), "text"),
+            p_to_human_id=db.typed(fields.get("to_human_id"), "text"),
+            p_reason=db.typed(fields.get("reason"), "text"),
+            p_urgency=db.typed(fields.get("urgency"), "text"),
+            **{f"p_{name}": fields.get(name) for name in _CHECKED_OPTIONAL},
+        )
+        material = db.call(
+            conn, "cortex.context_material", p_tenant_id=claims.get("tenant_id"), p_contact_id=fields["contact_id"]
+        )
     to_party = fields.get("to_agent") or fields.get("to_human_id")
     try:
         briefing, usage = llm.generate_handoff_summary(
-            from_agent, to_party, fields["reason"], fields.get("reason_detail"), material_row[0]
+            from_agent, to_party, fields["reason"], fields.get("reason_detail"), material
         )
     except llm.LLMError:
         return fields

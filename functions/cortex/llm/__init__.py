@@ -3,7 +3,7 @@
 Three operations, each returning a validated result and the token usage to record:
 `summarise_interaction`, `generate_context` and `generate_handoff_summary`. With an Anthropic
 key configured they call Claude through the official SDK; without one the deterministic
-`cortex.local_model` stands in, so the service works offline and in tests. Every failure of the
+`cortex.llm.offline` stands in, so the service works offline and in tests. Every failure of the
 remote path (network, HTTP status, timeout, unparsable or off-schema answer) surfaces as
 `LLMError`, so callers have exactly one exception to handle.
 """
@@ -14,106 +14,48 @@ import json
 import re
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import anthropic
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
-# local_model builds the result models defined below and imports this module by name (not
-# the names themselves), so the mutual import is safe in either import order.
-from cortex import local_model, prompts
 from cortex.config import Settings, get_settings
 
-Sentiment = Literal["positive", "neutral", "negative", "escalation"]
-Intent = Literal[
-    "question",
-    "complaint",
-    "complaint_resolved",
-    "purchase_intent",
-    "churn_risk",
-    "info_request",
-    "scheduling",
-    "feedback",
-    "other",
+__all__ = [
+    "GeneratedContext",
+    "HandoffSummary",
+    "Intent",
+    "InteractionAnalysis",
+    "LLMError",
+    "Operation",
+    "Sentiment",
+    "Signals",
+    "Usage",
+    "extract_json_object",
+    "generate_context",
+    "generate_handoff_summary",
+    "summarise_interaction",
 ]
-Operation = Literal["summarize", "generate_context", "handoff_summary"]
+from cortex.llm import offline, prompts
+from cortex.llm.results import (
+    GeneratedContext,
+    HandoffSummary,
+    Intent,
+    InteractionAnalysis,
+    LLMError,
+    ModelResult,
+    Operation,
+    Sentiment,
+    Signals,
+    Usage,
+)
 
 # Output budgets per operation: the prompts ask for well under these, so a cut-off answer
 # means the model rambled and the JSON would be incomplete anyway.
 _MAX_TOKENS: dict[Operation, int] = {"summarize": 600, "generate_context": 800, "handoff_summary": 600}
 
 
-class LLMError(Exception):
-    """A model call failed: transport, HTTP status, timeout, or an answer that does not validate.
-
-    `retryable` tells a job queue whether trying again later can help: yes for overload, rate
-    limit, timeout, connection and server errors, and for malformed answers (sampling may do
-    better next time); no for client errors such as a bad request or bad credentials.
-    """
-
-    def __init__(self, message: str, *, retryable: bool = False) -> None:
-        super().__init__(message)
-        self.retryable = retryable
-
-
-class _Result(BaseModel):
-    # Models answer with extra keys now and then; they are ignored rather than fatal.
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-
-class InteractionAnalysis(_Result):
-    """What Cortex stores about one interaction besides its raw content."""
-
-    summary: str = Field(min_length=1)
-    key_points: list[str] = Field(default_factory=list)
-    sentiment: Sentiment
-    intent: Intent
-
-    @field_validator("sentiment", "intent", mode="before")
-    @classmethod
-    def _normalise_label(cls, value: object) -> object:
-        # "Positive " is the right label in the wrong case; anything else stays invalid.
-        return value.strip().lower() if isinstance(value, str) else value
-
-
-class GeneratedContext(_Result):
-    """The working-context briefing of a contact."""
-
-    summary: str = Field(min_length=1)
-    key_facts: list[str] = Field(default_factory=list)
-    current_status: str
-    recommended_tone: str
-
-
-class HandoffSummary(_Result):
-    """What the receiving party of a handoff needs to know, and what to do first."""
-
-    context_summary: str = Field(min_length=1)
-    suggested_action: str | None = None
-
-
-class Signals(_Result):
-    """Risk and opportunity scores computed from a contact's recent history."""
-
-    churn_risk: float = Field(ge=0.0, le=1.0)
-    upsell_potential: float = Field(ge=0.0, le=1.0)
-    risk_factors: list[str] = Field(default_factory=list)
-    opportunity_factors: list[str] = Field(default_factory=list)
-    open_threads: list[dict[str, object]] = Field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Usage:
-    """Tokens spent by one model call, as recorded in `token_usage`."""
-
-    model: str
-    input_tokens: int
-    output_tokens: int
-    operation: str
-
-
-_ResultT = TypeVar("_ResultT", bound=_Result)
+_ResultT = TypeVar("_ResultT", bound=ModelResult)
 
 
 # --- public operations -----------------------------------------------------------------------
@@ -132,7 +74,7 @@ def summarise_interaction(
     settings = settings or get_settings()
     prompt = prompts.interaction_summary_prompt(interaction_type, subject, raw_content)
     if not settings.use_remote_llm:
-        result = local_model.analyse_interaction(interaction_type, subject, raw_content)
+        result = offline.analyse_interaction(interaction_type, subject, raw_content)
         return result, _local_usage(settings, prompt, result, "summarize")
     return _remote(settings, settings.summary_model, prompt, InteractionAnalysis, "summarize")
 
@@ -145,7 +87,7 @@ def generate_context(material: Mapping[str, Any], settings: Settings | None = No
     settings = settings or get_settings()
     prompt = prompts.context_prompt(material)
     if not settings.use_remote_llm:
-        result = local_model.generate_context(material)
+        result = offline.generate_context(material)
         return result, _local_usage(settings, prompt, result, "generate_context")
     return _remote(settings, settings.context_model, prompt, GeneratedContext, "generate_context")
 
@@ -165,7 +107,7 @@ def generate_handoff_summary(
     settings = settings or get_settings()
     prompt = prompts.handoff_prompt(from_agent, to_party, reason, reason_detail, material)
     if not settings.use_remote_llm:
-        result = local_model.generate_handoff_summary(from_agent, to_party, reason, reason_detail, material)
+        result = offline.generate_handoff_summary(from_agent, to_party, reason, reason_detail, material)
         return result, _local_usage(settings, prompt, result, "handoff_summary")
     return _remote(settings, settings.context_model, prompt, HandoffSummary, "handoff_summary")
 
@@ -173,12 +115,12 @@ def generate_handoff_summary(
 # --- local path ------------------------------------------------------------------------------
 
 
-def _local_usage(settings: Settings, prompt: str, result: _Result, operation: Operation) -> Usage:
+def _local_usage(settings: Settings, prompt: str, result: ModelResult, operation: Operation) -> Usage:
     # Estimates, so budgets and dashboards behave the same with and without a key.
     return Usage(
         model=settings.local_model,
-        input_tokens=local_model.estimate_tokens(prompt),
-        output_tokens=local_model.estimate_tokens(result.model_dump_json()),
+        input_tokens=offline.estimate_tokens(prompt),
+        output_tokens=offline.estimate_tokens(result.model_dump_json()),
         operation=operation,
     )
 

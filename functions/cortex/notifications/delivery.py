@@ -15,7 +15,7 @@ check both with `verify` (the timestamp bounds replays). Endpoints are rows of
 HELIOS_WEBHOOK_URL (signed with HELIOS_WEBHOOK_SECRET) when its tenant configured none. Messages
 for recipients without an endpoint are marked skipped: LISTEN subscribers had them already.
 
-    python -m cortex.webhooks [--once] [--batch N] [--worker-id ID] [--lease S] [--timeout S]
+    python -m cortex.notifications.delivery [--once] [--batch N] [--worker-id ID] [--lease S] [--timeout S]
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ from typing import Any
 
 import httpx
 import psycopg
-from psycopg.rows import dict_row, tuple_row
 
+from cortex import db
 from cortex.config import get_settings
-from cortex.signals import signals_set, wait_for_notify
+from cortex.shutdown import signals_set, wait_for_notify
 
 __all__ = [
     "ATTEMPT_HEADER",
@@ -275,11 +275,15 @@ def deliver_batch(
         raise ValueError("deliver_batch needs an autocommit connection (each step commits on its own)")
     config = config or DeliveryConfig.from_env()
     started = time.monotonic()
-    with conn.cursor(row_factory=dict_row) as cur:
-        messages = cur.execute(
-            "select * from cortex.claim_outbox(%s, %s, %s, %s, %s)",
-            (worker_id, batch, config.lease_for(batch), config.monitor_url or None, config.monitor_secret),
-        ).fetchall()
+    messages = db.rows(
+        conn,
+        "cortex.claim_outbox",
+        p_worker=worker_id,
+        p_limit=batch,
+        p_lease_seconds=config.lease_for(batch),
+        p_monitor_url=config.monitor_url or None,
+        p_monitor_secret=config.monitor_secret,
+    )
     stats = DeliveryStats(claimed=len(messages))
     if not messages:
         return stats
@@ -288,29 +292,26 @@ def deliver_batch(
     done = [(m, o) for m, o in zip(messages, outcomes, strict=True) if o.ok]
     failed = [(m, o) for m, o in zip(messages, outcomes, strict=True) if not o.ok]
     if done:
-        conn.execute(
-            "select cortex.mark_delivered(%s::uuid[], %s::bigint[], %s::int[])",
-            (
-                [m["tenant_id"] for m, _ in done],
-                [m["id"] for m, _ in done],
-                [o.status_code for _, o in done],
-            ),
+        db.call(
+            conn,
+            "cortex.mark_delivered",
+            p_tenant_ids=db.typed([m["tenant_id"] for m, _ in done], "uuid[]"),
+            p_ids=db.typed([m["id"] for m, _ in done], "bigint[]"),
+            p_status_codes=db.typed([o.status_code for _, o in done], "int[]"),
         )
         stats.delivered = len(done)
     if failed:
-        with conn.cursor(row_factory=dict_row) as cur:
-            rows = cur.execute(
-                "select * from cortex.mark_failed(%s, %s::uuid[], %s::bigint[], %s::int[], %s::text[], %s, %s)",
-                (
-                    worker_id,
-                    [m["tenant_id"] for m, _ in failed],
-                    [m["id"] for m, _ in failed],
-                    [o.status_code for _, o in failed],
-                    [o.error for _, o in failed],
-                    config.backoff_base_seconds,
-                    config.backoff_max_seconds,
-                ),
-            ).fetchall()
+        rows = db.rows(
+            conn,
+            "cortex.mark_failed",
+            p_worker=worker_id,
+            p_tenant_ids=db.typed([m["tenant_id"] for m, _ in failed], "uuid[]"),
+            p_ids=db.typed([m["id"] for m, _ in failed], "bigint[]"),
+            p_status_codes=db.typed([o.status_code for _, o in failed], "int[]"),
+            p_errors=db.typed([o.error for _, o in failed], "text[]"),
+            p_base_seconds=config.backoff_base_seconds,
+            p_max_delay_seconds=config.backoff_max_seconds,
+        )
         status = {(str(r["tenant_id"]), r["id"]): r["status"] for r in rows}
         for m, o in failed:
             outcome = status.get((str(m["tenant_id"]), m["id"]), "lost")
@@ -337,15 +338,7 @@ def deliver_batch(
 
 
 def _due(conn: psycopg.Connection[Any]) -> bool:
-    row = (
-        conn.cursor(row_factory=tuple_row)
-        .execute(
-            "select exists (select from cortex.outbox where (status = 'pending' and next_attempt_at <= now())"
-            " or (status = 'delivering' and locked_until < now()))"
-        )
-        .fetchone()
-    )
-    return bool(row and row[0])
+    return bool(db.call(conn, "cortex.outbox_due"))
 
 
 # --- the loop -----------------------------------------------------------------------------------
@@ -454,19 +447,19 @@ def start_in_background(stop: threading.Event, worker_id: str | None = None, *, 
 # --- dead letters -------------------------------------------------------------------------------
 
 _DEAD_COLUMNS = (
-    "id, tenant_id, event, recipient, idempotency_key, attempts, max_attempts, last_status_code,"
-    " last_error, created_at, updated_at"
-)
+    "id", "tenant_id", "event", "recipient", "idempotency_key", "attempts", "max_attempts", "last_status_code",
+    "last_error", "created_at", "updated_at",
+)  # fmt: skip
 
 
 def list_dead_letters(
     conn: psycopg.Connection[Any], tenant_id: str | None = None, limit: int = 100
 ) -> list[dict[str, Any]]:
     """Dead-lettered messages, oldest first (all tenants, or one), with their last error."""
-    with conn.cursor(row_factory=dict_row) as cur:
-        return cur.execute(
-            f"select {_DEAD_COLUMNS} from cortex.list_dead_letters(%s, %s)", (tenant_id, limit)
-        ).fetchall()
+    return [
+        {k: r[k] for k in _DEAD_COLUMNS}
+        for r in db.rows(conn, "cortex.list_dead_letters", p_tenant_id=tenant_id, p_limit=limit)
+    ]
 
 
 def replay_dead_letters(
@@ -482,21 +475,22 @@ def replay_dead_letters(
         raise ValueError("name the dead letters to replay, or pass all_dead=True")
     if ids and all_dead:
         raise ValueError("give either ids or all_dead=True, not both")
-    with conn.cursor(row_factory=tuple_row) as cur:  # whatever the connection's row factory
-        row = cur.execute(
-            "select cortex.replay_dead_letters(%s::bigint[], %s::uuid)",
-            (list(ids) if ids else None, tenant_id),
-        ).fetchone()
-    return int(row[0]) if row else 0
+    replayed = db.call(
+        conn,
+        "cortex.replay_dead_letters",
+        p_ids=db.typed(list(ids), "bigint[]") if ids else None,
+        p_tenant_id=tenant_id,
+    )
+    return int(replayed or 0)
 
 
 # --- command line -------------------------------------------------------------------------------
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m cortex.webhooks [--once] [--batch N] [--worker-id ID] [--lease S] [--timeout S]`."""
+    """`python -m cortex.notifications.delivery [--once] [--batch N] [--worker-id ID] [--lease S] [--timeout S]`."""
     parser = argparse.ArgumentParser(
-        prog="python -m cortex.webhooks", description="Delivers Cortex's outbox as signed webhooks."
+        prog="python -m cortex.notifications.delivery", description="Delivers Cortex's outbox as signed webhooks."
     )
     parser.add_argument("--once", action="store_true", help="deliver what is due now, then exit")
     parser.add_argument("--batch", type=int, default=None, help="messages claimed per round (default 100)")

@@ -5,18 +5,18 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from flask.testing import FlaskClient
+from starlette.testclient import TestClient
 
 from tests.api_helpers import bearer, body_of, error_of
 from tests.conftest import Tenant
 
 
-def record(client: FlaskClient, key: str, **fields: Any) -> Any:
+def record(client: TestClient, key: str, **fields: Any) -> Any:
     body = {"model": "claude-haiku-4-5", "operation": "write_email", "input_tokens": 400, "output_tokens": 100}
     return client.post("/api/v1/usage", json={**body, **fields}, headers=bearer(key))
 
 
-def test_budget_check_recommends_by_share_of_the_daily_budget(client: FlaskClient, tenant: Tenant, admin: Any) -> None:
+def test_budget_check_recommends_by_share_of_the_daily_budget(client: TestClient, tenant: Tenant, admin: Any) -> None:
     admin.execute(
         "update cortex.agent_config set daily_token_budget = 1000 where tenant_id = %s and agent = 'anna'", (tenant.id,)
     )
@@ -36,7 +36,7 @@ def test_budget_check_recommends_by_share_of_the_daily_budget(client: FlaskClien
 
 
 def test_a_call_over_budget_is_429_with_retry_after_recorded_and_reported_to_the_monitor(
-    client: FlaskClient, tenant: Tenant, admin: Any
+    client: TestClient, tenant: Tenant, admin: Any
 ) -> None:
     admin.execute(
         "update cortex.agent_config set daily_token_budget = 600 where tenant_id = %s and agent = 'anna'", (tenant.id,)
@@ -59,7 +59,7 @@ def test_a_call_over_budget_is_429_with_retry_after_recorded_and_reported_to_the
 
 
 def test_usage_summary_has_totals_by_agent_and_model_and_the_monitor_may_read_it(
-    client: FlaskClient, tenant: Tenant
+    client: TestClient, tenant: Tenant
 ) -> None:
     record(client, tenant.keys["anna"])
     record(client, tenant.keys["luna"], model="claude-sonnet-4-5", input_tokens=1000, output_tokens=0)
@@ -72,7 +72,7 @@ def test_usage_summary_has_totals_by_agent_and_model_and_the_monitor_may_read_it
     assert summary["budget_status"]["luna"]["used"] == 1000
 
 
-def test_usage_routes_reject_bad_input_naming_the_field(client: FlaskClient, tenant: Tenant, admin: Any) -> None:
+def test_usage_routes_reject_bad_input_naming_the_field(client: TestClient, tenant: Tenant, admin: Any) -> None:
     key = tenant.keys["anna"]
     cases = [
         (client.get("/api/v1/usage/summary?period=year", headers=bearer(key)), "period"),
@@ -87,7 +87,7 @@ def test_usage_routes_reject_bad_input_naming_the_field(client: FlaskClient, ten
     assert admin.execute("select count(*) as n from cortex.token_usage").fetchone()["n"] == 0
 
 
-def test_another_tenants_usage_never_shows_over_http(client: FlaskClient, tenant: Tenant, other_tenant: Tenant) -> None:
+def test_another_tenants_usage_never_shows_over_http(client: TestClient, tenant: Tenant, other_tenant: Tenant) -> None:
     assert record(client, tenant.keys["anna"]).status_code == 201
     other = bearer(other_tenant.keys["helios"])
     summary = body_of(client.get("/api/v1/usage/summary?period=month", headers=other))

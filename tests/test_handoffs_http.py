@@ -6,7 +6,7 @@ import uuid
 from typing import Any
 
 import pytest
-from flask.testing import FlaskClient
+from starlette.testclient import TestClient
 
 from tests.api_helpers import bearer, body_of, error_of
 from tests.conftest import Tenant
@@ -14,12 +14,12 @@ from tests.conftest import Tenant
 V1 = "/api/v1"
 
 
-def new_contact(client: FlaskClient, key: str, email: str = "john@acme.com") -> str:
+def new_contact(client: TestClient, key: str, email: str = "john@acme.com") -> str:
     response = client.post(f"{V1}/contacts", json={"email": email, "name": "John Smith"}, headers=bearer(key))
     return str(body_of(response)["id"])
 
 
-def handoff(client: FlaskClient, key: str, **fields: Any) -> Any:
+def handoff(client: TestClient, key: str, **fields: Any) -> Any:
     return client.post(f"{V1}/handoffs", json={"reason": "warm_reply", **fields}, headers=bearer(key))
 
 
@@ -32,7 +32,7 @@ def counts(admin: Any) -> dict[str, Any]:
 
 
 def test_create_handoff_generates_the_briefing_and_notifies_receiver_and_monitor(
-    client: FlaskClient, tenant: Tenant, admin: Any
+    client: TestClient, tenant: Tenant, admin: Any
 ) -> None:
     cid = new_contact(client, tenant.keys["anna"])
     response = handoff(
@@ -55,7 +55,7 @@ def test_create_handoff_generates_the_briefing_and_notifies_receiver_and_monitor
 
 
 def test_pending_queue_is_most_urgent_first_and_status_moves_follow_the_rules(
-    client: FlaskClient, tenant: Tenant
+    client: TestClient, tenant: Tenant
 ) -> None:
     key = tenant.keys["anna"]
     low = body_of(handoff(client, key, contact_id=new_contact(client, key, "a@x.co"), to_agent="jasper", urgency="low"))
@@ -92,7 +92,7 @@ def test_pending_queue_is_most_urgent_first_and_status_moves_follow_the_rules(
     ],
 )
 def test_create_handoff_rejects_bad_input_naming_the_field_and_writes_nothing(
-    client: FlaskClient, tenant: Tenant, admin: Any, fields: dict[str, Any], field: str, status: int
+    client: TestClient, tenant: Tenant, admin: Any, fields: dict[str, Any], field: str, status: int
 ) -> None:
     cid = new_contact(client, tenant.keys["anna"])
     before = counts(admin)
@@ -102,7 +102,7 @@ def test_create_handoff_rejects_bad_input_naming_the_field_and_writes_nothing(
     assert counts(admin) == before
 
 
-def test_bad_status_change_and_read_only_writer_are_refused(client: FlaskClient, tenant: Tenant, admin: Any) -> None:
+def test_bad_status_change_and_read_only_writer_are_refused(client: TestClient, tenant: Tenant, admin: Any) -> None:
     cid = new_contact(client, tenant.keys["anna"])
     created = body_of(handoff(client, tenant.keys["anna"], contact_id=cid, to_human_id="rep-7"))
     bad = client.patch(f"{V1}/handoffs/{created['id']}", json={"status": "lost"}, headers=bearer(tenant.keys["mia"]))
@@ -121,7 +121,7 @@ def test_bad_status_change_and_read_only_writer_are_refused(client: FlaskClient,
     assert unknown.status_code == 404
 
 
-def test_another_tenants_handoff_is_invisible(client: FlaskClient, tenant: Tenant, other_tenant: Tenant) -> None:
+def test_another_tenants_handoff_is_invisible(client: TestClient, tenant: Tenant, other_tenant: Tenant) -> None:
     cid = new_contact(client, tenant.keys["anna"])
     created = body_of(handoff(client, tenant.keys["anna"], contact_id=cid, to_agent="jasper"))
     other = bearer(other_tenant.keys["jasper"])

@@ -25,9 +25,9 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from cortex import worker
 from cortex.config import get_settings
 from cortex.db import call
+from cortex.queue import worker
 from tests.conftest import AsAgent, Tenant
 from tests.fake_anthropic import ANALYSIS_ANSWER, CONTEXT_ANSWER, FakeAnthropic
 
@@ -97,13 +97,13 @@ def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
 
 
 class WorkerProcess:
-    """`python -m cortex.worker` as a child process, its log lines collected by a thread."""
+    """`python -m cortex.queue.worker` as a child process, its log lines collected by a thread."""
 
     def __init__(self, env: dict[str, str]) -> None:
         self.lines: queue.Queue[str] = queue.Queue()
         self.log: list[str] = []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cortex.worker", "--worker-id", "child"],
+            [sys.executable, "-m", "cortex.queue.worker", "--worker-id", "child"],
             cwd=ROOT,
             env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
             stdout=subprocess.DEVNULL,

@@ -1,5 +1,5 @@
-"""The HTTP API through the real entry point: functions-framework's Flask app built from
-functions/main.py, driven with Flask's test client against a real database (and, once, the real
+"""The HTTP API through the real entry point: functions-framework's ASGI app built from
+functions/main.py, driven with Starlette's test client against a real database (and, once, the real
 `functions-framework` server over a socket)."""
 
 from __future__ import annotations
@@ -19,29 +19,21 @@ import httpx
 import jwt
 import psycopg
 import pytest
-from flask import Flask
-from flask.testing import FlaskClient
+from httpx import Response as HttpResponse
 from pydantic import BaseModel
-from werkzeug.test import TestResponse
+from starlette.applications import Starlette
+from starlette.testclient import TestClient
 
-from cortex import api, auth, contacts, migrate
+from cortex import app as api
+from cortex import auth, health, migrate, routing
 from cortex import db as cortex_db
 from cortex.config import get_settings
-from cortex.models import (
-    Contact,
-    ContactCreated,
-    ContactList,
-    ContextRefresh,
-    HealthDeep,
-    HealthReady,
-    Intent,
-    InteractionList,
-    InteractionLogged,
-    InteractionType,
-    Sentiment,
-    Stage,
-    WorkingContext,
-)
+from cortex.contacts import service as contacts
+from cortex.contacts.models import Contact, ContactCreated, ContactList, Stage
+from cortex.context.models import ContextRefresh, WorkingContext
+from cortex.health import HealthDeep, HealthReady
+from cortex.interactions.models import InteractionList, InteractionLogged, InteractionType
+from cortex.llm import Intent, Sentiment
 from tests.api_helpers import bearer, body_of, error_of
 from tests.conftest import Tenant, dsn_for
 from tests.fake_anthropic import FakeAnthropic
@@ -70,15 +62,15 @@ def counts(admin: Admin) -> dict[str, int]:
     return {k: int(v) for k, v in row.items()}
 
 
-def create_contact(client: FlaskClient, key: str, **fields: Any) -> dict[str, Any]:
+def create_contact(client: TestClient, key: str, **fields: Any) -> dict[str, Any]:
     payload = {"email": "john@acme.com", "name": "John Smith", "company_name": "Acme Corp", **fields}
     response = client.post(f"{V1}/contacts", json=payload, headers=bearer(key))
-    assert response.status_code in (200, 201), response.get_json()
-    result: dict[str, Any] = response.get_json()
+    assert response.status_code in (200, 201), response.json()
+    result: dict[str, Any] = response.json()
     return result
 
 
-def log(client: FlaskClient, key: str, contact_id: str, **fields: Any) -> TestResponse:
+def log(client: TestClient, key: str, contact_id: str, **fields: Any) -> HttpResponse:
     payload = {
         "contact_id": contact_id,
         "type": "email_received",
@@ -98,14 +90,14 @@ def make_jwt(claims: dict[str, Any], secret: str = JWT_SECRET, expires_in: int =
 # --- health and plumbing ----------------------------------------------------------------------
 
 
-def test_health_answers_without_credentials_at_the_root_and_under_api_v1(client: FlaskClient) -> None:
+def test_health_answers_without_credentials_at_the_root_and_under_api_v1(client: TestClient) -> None:
     for path in ("/health", f"{V1}/health"):
         response = client.get(path)
         assert response.status_code == 200
         assert body_of(response)["status"] == "ok"
 
 
-def test_ready_reports_every_migration_applied(client: FlaskClient) -> None:
+def test_ready_reports_every_migration_applied(client: TestClient) -> None:
     response = client.get("/health/ready")
     body = HealthReady.model_validate(body_of(response))
     assert response.status_code == 200 and body.status == "ok" and body.database == "ok"
@@ -115,11 +107,11 @@ def test_ready_reports_every_migration_applied(client: FlaskClient) -> None:
 
 
 def test_ready_and_deep_answer_503_when_the_database_is_unreachable(
-    client: FlaskClient, monkeypatch: pytest.MonkeyPatch
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cortex_db.close_pool()
     monkeypatch.setenv("DATABASE_URL", dsn_for(f"cortex_absent_{uuid.uuid4().hex[:8]}"))
-    monkeypatch.setattr(api, "READY_TIMEOUT_SECONDS", 0.5)
+    monkeypatch.setattr(health, "READY_TIMEOUT_SECONDS", 0.5)
     get_settings.cache_clear()
     for path in ("/health/ready", "/health/deep"):
         response = client.get(path)
@@ -131,7 +123,7 @@ def test_ready_and_deep_answer_503_when_the_database_is_unreachable(
     assert client.get("/health").status_code == 200
 
 
-def test_deep_reports_the_local_model_when_no_claude_key_is_set(client: FlaskClient) -> None:
+def test_deep_reports_the_local_model_when_no_claude_key_is_set(client: TestClient) -> None:
     response = client.get("/health/deep")
     body = HealthDeep.model_validate(body_of(response))
     assert response.status_code == 200
@@ -139,7 +131,7 @@ def test_deep_reports_the_local_model_when_no_claude_key_is_set(client: FlaskCli
 
 
 def test_deep_asks_claude_for_one_token_and_answers_503_when_it_fails(
-    client: FlaskClient, monkeypatch: pytest.MonkeyPatch
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with FakeAnthropic() as fake:
         monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
@@ -158,7 +150,7 @@ def test_deep_asks_claude_for_one_token_and_answers_503_when_it_fails(
     assert body["database"] == "ok"
 
 
-def test_request_id_is_echoed_when_given_and_generated_otherwise(client: FlaskClient) -> None:
+def test_request_id_is_echoed_when_given_and_generated_otherwise(client: TestClient) -> None:
     echoed = client.get("/health", headers={"X-Request-ID": "req-42"})
     assert echoed.headers["X-Request-ID"] == "req-42"
     generated = client.get("/health", headers={"X-Request-ID": "bad id with spaces"})
@@ -168,7 +160,7 @@ def test_request_id_is_echoed_when_given_and_generated_otherwise(client: FlaskCl
     assert error_of(err)["request_id"] == "req-43"
 
 
-def test_unknown_route_is_404_and_wrong_method_is_405_both_json(client: FlaskClient, tenant: Tenant) -> None:
+def test_unknown_route_is_404_and_wrong_method_is_405_both_json(client: TestClient, tenant: Tenant) -> None:
     missing = client.get(f"{V1}/nothing-here", headers=bearer(tenant.keys["luna"]))
     assert missing.status_code == 404
     assert error_of(missing)["code"] == "route_not_found"
@@ -179,12 +171,12 @@ def test_unknown_route_is_404_and_wrong_method_is_405_both_json(client: FlaskCli
 
 
 def test_an_unexpected_failure_is_a_generic_500_and_is_logged(
-    client: FlaskClient, tenant: Tenant, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    client: TestClient, tenant: Tenant, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def explode(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    async def explode(*args: Any, **kwargs: Any) -> dict[str, Any]:
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(contacts, "get_contact", explode)
+    monkeypatch.setattr(cortex_db, "acall_as", explode)
     response = client.get(f"{V1}/contacts/{uuid.uuid4()}", headers=bearer(tenant.keys["luna"]))
     assert response.status_code == 500
     error = error_of(response)
@@ -195,9 +187,7 @@ def test_an_unexpected_failure_is_a_generic_500_and_is_logged(
 # --- the five-minute tour ---------------------------------------------------------------------
 
 
-def test_five_minute_tour_create_log_read_context_and_refresh(
-    client: FlaskClient, tenant: Tenant, admin: Admin
-) -> None:
+def test_five_minute_tour_create_log_read_context_and_refresh(client: TestClient, tenant: Tenant, admin: Admin) -> None:
     key = bearer(tenant.keys["luna"])
     created = client.post(
         f"{V1}/contacts",
@@ -248,7 +238,7 @@ def test_five_minute_tour_create_log_read_context_and_refresh(
     assert fresh.header.name == "John Smith" and fresh.header.stage == "customer"
 
 
-def test_get_context_with_refresh_true_regenerates_before_answering(client: FlaskClient, tenant: Tenant) -> None:
+def test_get_context_with_refresh_true_regenerates_before_answering(client: TestClient, tenant: Tenant) -> None:
     key = tenant.keys["mia"]
     cid = create_contact(client, key)["id"]
     assert log(client, key, cid).status_code == 201
@@ -261,7 +251,7 @@ def test_get_context_with_refresh_true_regenerates_before_answering(client: Flas
 # --- contacts and interactions ----------------------------------------------------------------
 
 
-def test_posting_the_same_email_again_updates_with_200(client: FlaskClient, tenant: Tenant) -> None:
+def test_posting_the_same_email_again_updates_with_200(client: TestClient, tenant: Tenant) -> None:
     first = create_contact(client, tenant.keys["luna"], tags=["a"])
     again = client.post(
         f"{V1}/contacts",
@@ -274,7 +264,7 @@ def test_posting_the_same_email_again_updates_with_200(client: FlaskClient, tena
     assert body.tags == ["a", "b"] and body.stage == "qualified" and body.name == "John Smith"
 
 
-def test_get_list_and_patch_contacts(client: FlaskClient, tenant: Tenant) -> None:
+def test_get_list_and_patch_contacts(client: TestClient, tenant: Tenant) -> None:
     key = bearer(tenant.keys["luna"])
     john = create_contact(client, tenant.keys["luna"], stage="customer", tags=["vip"], owner_agent="luna")
     create_contact(
@@ -310,7 +300,7 @@ def test_get_list_and_patch_contacts(client: FlaskClient, tenant: Tenant) -> Non
     assert after.name == "John Smith" and sorted(after.tags) == ["cups", "vip"]
 
 
-def test_patching_to_an_email_already_taken_is_409(client: FlaskClient, tenant: Tenant) -> None:
+def test_patching_to_an_email_already_taken_is_409(client: TestClient, tenant: Tenant) -> None:
     john = create_contact(client, tenant.keys["luna"])
     create_contact(client, tenant.keys["luna"], email="jane@acme.com")
     response = client.patch(
@@ -320,7 +310,7 @@ def test_patching_to_an_email_already_taken_is_409(client: FlaskClient, tenant: 
     assert error_of(response)["sqlstate"] == "23505"
 
 
-def test_list_interactions_filters_and_hides_raw_content_unless_asked(client: FlaskClient, tenant: Tenant) -> None:
+def test_list_interactions_filters_and_hides_raw_content_unless_asked(client: TestClient, tenant: Tenant) -> None:
     key = tenant.keys["luna"]
     cid = create_contact(client, key)["id"]
     assert log(client, key, cid).status_code == 201
@@ -364,7 +354,7 @@ def test_list_interactions_filters_and_hides_raw_content_unless_asked(client: Fl
 
 
 def test_logging_the_same_external_id_twice_answers_200_with_the_first_row(
-    client: FlaskClient, tenant: Tenant, admin: Admin
+    client: TestClient, tenant: Tenant, admin: Admin
 ) -> None:
     key = tenant.keys["luna"]
     cid = create_contact(client, key)["id"]
@@ -375,7 +365,7 @@ def test_logging_the_same_external_id_twice_answers_200_with_the_first_row(
     assert counts(admin)["interactions"] == 1
 
 
-def test_an_unknown_contact_is_404_with_a_hint_to_create_it(client: FlaskClient, tenant: Tenant) -> None:
+def test_an_unknown_contact_is_404_with_a_hint_to_create_it(client: TestClient, tenant: Tenant) -> None:
     response = client.get(f"{V1}/context/{uuid.uuid4()}", headers=bearer(tenant.keys["luna"]))
     assert response.status_code == 404
     error = error_of(response)
@@ -387,7 +377,7 @@ def test_an_unknown_contact_is_404_with_a_hint_to_create_it(client: FlaskClient,
 
 
 def test_a_jwt_with_top_level_or_app_metadata_claims_authenticates(
-    client: FlaskClient, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+    client: TestClient, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CORTEX_JWT_SECRET", JWT_SECRET)
     get_settings.cache_clear()
@@ -411,7 +401,7 @@ def test_a_jwt_with_top_level_or_app_metadata_claims_authenticates(
     ],
 )
 def test_a_bad_jwt_is_401_saying_why(
-    client: FlaskClient, tenant: Tenant, monkeypatch: pytest.MonkeyPatch, case: str, message: str
+    client: TestClient, tenant: Tenant, monkeypatch: pytest.MonkeyPatch, case: str, message: str
 ) -> None:
     monkeypatch.setenv("CORTEX_JWT_SECRET", JWT_SECRET)
     get_settings.cache_clear()
@@ -432,7 +422,7 @@ def test_a_bad_jwt_is_401_saying_why(
 
 
 def test_a_jwt_is_refused_when_no_secret_is_configured(
-    client: FlaskClient, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+    client: TestClient, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("CORTEX_JWT_SECRET", raising=False)
     monkeypatch.delenv("SUPABASE_JWT_SECRET", raising=False)
@@ -443,7 +433,7 @@ def test_a_jwt_is_refused_when_no_secret_is_configured(
 
 
 def test_the_service_key_acts_in_the_tenant_named_by_x_tenant_id(
-    client: FlaskClient, tenant: Tenant, other_tenant: Tenant, admin: Admin, monkeypatch: pytest.MonkeyPatch
+    client: TestClient, tenant: Tenant, other_tenant: Tenant, admin: Admin, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CORTEX_SERVICE_KEY", SERVICE_KEY)
     get_settings.cache_clear()
@@ -476,7 +466,7 @@ def test_the_service_key_acts_in_the_tenant_named_by_x_tenant_id(
     ],
 )
 def test_the_service_key_needs_a_uuid_x_tenant_id_and_a_valid_x_agent(
-    client: FlaskClient, monkeypatch: pytest.MonkeyPatch, extra: dict[str, str], field: str
+    client: TestClient, monkeypatch: pytest.MonkeyPatch, extra: dict[str, str], field: str
 ) -> None:
     monkeypatch.setenv("CORTEX_SERVICE_KEY", SERVICE_KEY)
     get_settings.cache_clear()
@@ -486,7 +476,7 @@ def test_the_service_key_needs_a_uuid_x_tenant_id_and_a_valid_x_agent(
 
 
 def test_x_tenant_id_with_anything_but_the_service_key_is_401(
-    client: FlaskClient, tenant: Tenant, other_tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+    client: TestClient, tenant: Tenant, other_tenant: Tenant, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CORTEX_SERVICE_KEY", SERVICE_KEY)
     get_settings.cache_clear()
@@ -503,7 +493,7 @@ def test_x_tenant_id_with_anything_but_the_service_key_is_401(
     "authorization",
     ["", "Basic dXNlcjpwYXNz", "Bearer ", "Bearer ctx_000000000000_not-a-real-key", "Bearer something-else"],
 )
-def test_missing_malformed_or_unknown_credentials_are_401(client: FlaskClient, authorization: str) -> None:
+def test_missing_malformed_or_unknown_credentials_are_401(client: TestClient, authorization: str) -> None:
     headers = {"Authorization": authorization} if authorization else {}
     response = client.get(f"{V1}/contacts", headers=headers)
     assert response.status_code == 401
@@ -511,7 +501,7 @@ def test_missing_malformed_or_unknown_credentials_are_401(client: FlaskClient, a
 
 
 def test_a_revoked_key_is_401_once_its_cache_entry_expires(
-    client: FlaskClient, tenant: Tenant, admin: Admin, monkeypatch: pytest.MonkeyPatch
+    client: TestClient, tenant: Tenant, admin: Admin, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     key = tenant.keys["jasper"]
     assert client.get(f"{V1}/contacts", headers=bearer(key)).status_code == 200
@@ -526,14 +516,14 @@ def test_a_revoked_key_is_401_once_its_cache_entry_expires(
     assert "revoked" in error_of(response)["message"]
 
 
-def test_a_key_revoked_before_use_is_401_at_once(client: FlaskClient, tenant: Tenant, admin: Admin) -> None:
+def test_a_key_revoked_before_use_is_401_at_once(client: TestClient, tenant: Tenant, admin: Admin) -> None:
     key = tenant.keys["anna"]
     admin.execute("select cortex.revoke_agent_key(%s)", (key.split("_")[1],))
     assert client.get(f"{V1}/contacts", headers=bearer(key)).status_code == 401
 
 
 def test_agent_key_lookups_are_cached_so_a_hot_path_costs_no_extra_round_trip(
-    client: FlaskClient, tenant: Tenant, admin: Admin
+    client: TestClient, tenant: Tenant, admin: Admin
 ) -> None:
     key = tenant.keys["luna"]
     assert client.get(f"{V1}/contacts", headers=bearer(key)).status_code == 200
@@ -548,7 +538,7 @@ def test_agent_key_lookups_are_cached_so_a_hot_path_costs_no_extra_round_trip(
 # --- authorisation and isolation --------------------------------------------------------------
 
 
-def test_read_only_helios_can_read_but_not_write(client: FlaskClient, tenant: Tenant, admin: Admin) -> None:
+def test_read_only_helios_can_read_but_not_write(client: TestClient, tenant: Tenant, admin: Admin) -> None:
     cid = create_contact(client, tenant.keys["luna"])["id"]
     helios = bearer(tenant.keys["helios"])
     before = counts(admin)
@@ -563,7 +553,7 @@ def test_read_only_helios_can_read_but_not_write(client: FlaskClient, tenant: Te
         client.post(f"{V1}/context/{cid}/refresh", headers=helios),
     ]
     for response in writes:
-        assert response.status_code == 403, response.get_json()
+        assert response.status_code == 403, response.json()
         assert error_of(response)["sqlstate"] == "42501"
     assert counts(admin) == before
     for path in (
@@ -576,7 +566,7 @@ def test_read_only_helios_can_read_but_not_write(client: FlaskClient, tenant: Te
 
 
 def test_another_tenants_key_cannot_see_or_touch_a_contact(
-    client: FlaskClient, tenant: Tenant, other_tenant: Tenant, admin: Admin
+    client: TestClient, tenant: Tenant, other_tenant: Tenant, admin: Admin
 ) -> None:
     cid = create_contact(client, tenant.keys["luna"])["id"]
     intruder = bearer(other_tenant.keys["luna"])
@@ -594,7 +584,7 @@ def test_another_tenants_key_cannot_see_or_touch_a_contact(
         client.post(f"{V1}/context/{cid}/refresh", headers=intruder),
     ]
     for response in attempts:
-        assert response.status_code == 404, response.get_json()
+        assert response.status_code == 404, response.json()
         assert error_of(response)["code"] == "not_found"
     listed = body_of(client.get(f"{V1}/contacts", headers=intruder))
     assert listed["items"] == []
@@ -745,7 +735,7 @@ BAD_REQUESTS: list[tuple[str, str, str, Any, int, str]] = [
     ("name", "method", "path", "payload", "status", "field"), BAD_REQUESTS, ids=[b[0] for b in BAD_REQUESTS]
 )
 def test_bad_input_is_a_4xx_json_error_naming_the_field_and_writes_nothing(
-    client: FlaskClient,
+    client: TestClient,
     tenant: Tenant,
     admin: Admin,
     name: str,
@@ -760,12 +750,12 @@ def test_bad_input_is_a_4xx_json_error_naming_the_field_and_writes_nothing(
     path = path.replace(CONTACT, cid)
     kwargs: dict[str, Any] = {"headers": bearer(tenant.keys["luna"])}
     if isinstance(payload, bytes):
-        kwargs["data"] = payload
-        kwargs["content_type"] = "application/json"
+        kwargs["content"] = payload
+        kwargs["headers"] = {**kwargs["headers"], "Content-Type": "application/json"}
     elif payload is not None:
         kwargs["json"] = _fill(payload, cid)
-    response = client.open(f"{V1}{path}", method=method, **kwargs)
-    assert response.status_code == status, response.get_json()
+    response = client.request(method, f"{V1}{path}", **kwargs)
+    assert response.status_code == status, response.json()
     error = error_of(response)
     assert error["field"] == field, error
     assert error["message"]
@@ -780,10 +770,8 @@ def _fill(payload: Any, cid: str) -> Any:
     return payload
 
 
-def test_a_body_over_the_size_limit_is_413(
-    client: FlaskClient, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(api, "MAX_BODY_BYTES", 100)
+def test_a_body_over_the_size_limit_is_413(client: TestClient, tenant: Tenant, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(routing, "MAX_BODY_BYTES", 100)
     response = client.post(
         f"{V1}/contacts", headers=bearer(tenant.keys["luna"]), json={"email": "a@b.co", "name": "x" * 200}
     )
@@ -791,10 +779,10 @@ def test_a_body_over_the_size_limit_is_413(
     assert error_of(response)["field"] == "body"
 
 
-def test_unicode_is_returned_as_is(client: FlaskClient, tenant: Tenant) -> None:
+def test_unicode_is_returned_as_is(client: TestClient, tenant: Tenant) -> None:
     create_contact(client, tenant.keys["luna"], name="Zoë Ångström 山田")
     response = client.get(f"{V1}/contacts", headers=bearer(tenant.keys["luna"]))
-    assert "Zoë Ångström 山田".encode() in response.data
+    assert "Zoë Ångström 山田".encode() in response.content
 
 
 # --- models and OpenAPI -----------------------------------------------------------------------
@@ -832,7 +820,7 @@ def _refs(node: Any) -> Iterator[str]:
             yield from _refs(v)
 
 
-def test_openapi_lists_every_route_with_schemas_parameters_errors_and_security(client: FlaskClient) -> None:
+def test_openapi_lists_every_route_with_schemas_parameters_errors_and_security(client: TestClient) -> None:
     response = client.get(f"{V1}/openapi.json")
     assert response.status_code == 200
     doc = body_of(response)
@@ -873,11 +861,11 @@ def test_openapi_lists_every_route_with_schemas_parameters_errors_and_security(c
     assert create["additionalProperties"] is False and create["required"] == ["email"]
 
 
-def test_every_documented_response_model_validates_what_the_api_returns(client: FlaskClient, tenant: Tenant) -> None:
+def test_every_documented_response_model_validates_what_the_api_returns(client: TestClient, tenant: Tenant) -> None:
     # The response models allow extra keys; this proves the documented ones are all there.
     key = tenant.keys["luna"]
     cid = create_contact(client, key)["id"]
-    checks: list[tuple[type[BaseModel], TestResponse]] = [
+    checks: list[tuple[type[BaseModel], HttpResponse]] = [
         (InteractionLogged, log(client, key, cid)),
         (InteractionList, client.get(f"{V1}/interactions?contact_id={cid}", headers=bearer(key))),
         (ContactList, client.get(f"{V1}/contacts?search=john", headers=bearer(key))),
@@ -905,7 +893,7 @@ def test_functions_framework_serves_the_api_over_http(dsn: str, tenant: Tenant, 
     env.pop("ANTHROPIC_API_KEY", None)
     stderr = (tmp_path / "server.log").open("wb")
     proc = subprocess.Popen(
-        [str(binary), "--source", str(MAIN), "--target", "api", "--host", "127.0.0.1", "--port", str(port)],
+        [str(binary), "--asgi", "--source", str(MAIN), "--target", "api", "--host", "127.0.0.1", "--port", str(port)],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -941,6 +929,6 @@ def test_functions_framework_serves_the_api_over_http(dsn: str, tenant: Tenant, 
         stderr.close()
 
 
-def test_the_entry_point_exports_the_dispatcher(app: Flask) -> None:
+def test_the_entry_point_exports_the_dispatcher(app: Starlette) -> None:
     # functions-framework registers the loaded source as module "main".
     assert sys.modules["main"].api is api.handle

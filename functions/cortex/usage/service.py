@@ -1,7 +1,7 @@
 """Token usage and daily budgets: thin calls to the SQL functions of the same names.
 
 The rules (rollup, thresholds, the per-agent lock that serialises spenders) live in
-supabase/migrations/20261122001000_budgets.sql. Recommendation thresholds, on the share of the
+supabase/migrations/20261122001000_usage_budgets.sql. Recommendation thresholds, on the share of the
 daily budget used once the operation is counted: <= 80 % proceed, <= 95 % use_haiku,
 <= 100 % defer, above 100 % alert_human (refused).
 """
@@ -11,15 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import psycopg
-from psycopg.rows import tuple_row
-
 from cortex import db
-from cortex.errors import CortexError, from_db_error
+from cortex.errors import CortexError
 
 Claims = Mapping[str, Any]
 
-__all__ = ["BudgetExceeded", "budget_check", "enforce_budget", "record_usage", "usage_summary"]
+__all__ = ["BudgetExceeded", "budget_check", "enforce_budget", "raise_if_refused", "record_usage", "usage_summary"]
 
 
 class BudgetExceeded(CortexError):
@@ -54,31 +51,32 @@ class BudgetExceeded(CortexError):
         )
 
 
-def record_usage(claims: Claims, **fields: Any) -> dict[str, Any]:
-    """Records a model call of the calling agent (model, operation, input_tokens, output_tokens,
-    contact_id, interaction_id, agent) against its daily budget; returns the recorded usage with
-    the budget after it. Raises BudgetExceeded (429) when refused, after the refusal row and the
-    monitor's notification are committed."""
-    with db.as_caller(claims) as conn:
-        result: dict[str, Any] = db.call(conn, "record_usage", **fields)
-    # Raised outside the transaction: the refusal must survive as evidence (budget_exceeded = true).
+def raise_if_refused(result: dict[str, Any]) -> dict[str, Any]:
+    """The result of record_usage / enforce_budget, or BudgetExceeded (429) when it is a refusal.
+    Raised after the transaction: the refusal must survive as evidence (budget_exceeded = true)."""
     if result.get("refused"):
         raise BudgetExceeded(result)
     return result
 
 
+def record_usage(claims: Claims, **fields: Any) -> dict[str, Any]:
+    """Records a model call of the calling agent (model, operation, input_tokens, output_tokens,
+    contact_id, interaction_id, agent) against its daily budget; returns the recorded usage with
+    the budget after it. Raises BudgetExceeded (429) when refused, after the refusal row and the
+    monitor's notification are committed."""
+    return raise_if_refused(db.call_as(claims, "record_usage", **fields))
+
+
 def usage_summary(claims: Claims, period: str | None = None, agent: str | None = None) -> dict[str, Any]:
     """Usage of the current day, week or month in the tenant's time zone (seed 000 shape)."""
-    with db.as_caller(claims) as conn:
-        result: dict[str, Any] = db.call(conn, "usage_summary", period=period, agent=agent)
+    result: dict[str, Any] = db.call_as(claims, "usage_summary", period=period, agent=agent)
     return result
 
 
 def budget_check(claims: Claims, agent: str | None = None, estimated_tokens: int | None = None) -> dict[str, Any]:
     """Whether an operation of estimated_tokens fits the agent's daily budget, and a recommendation
     (proceed / use_haiku / defer / alert_human)."""
-    with db.as_caller(claims) as conn:
-        result: dict[str, Any] = db.call(conn, "budget_check", agent=agent, estimated_tokens=estimated_tokens)
+    result: dict[str, Any] = db.call_as(claims, "budget_check", agent=agent, estimated_tokens=estimated_tokens)
     return result
 
 
@@ -96,17 +94,14 @@ def enforce_budget(
     monitor and raises BudgetExceeded. It reserves nothing: record the actual call afterwards.
     """
     with db.as_caller(claims) as conn:
-        try:
-            with conn.cursor(row_factory=tuple_row) as cur:
-                cur.execute(
-                    "select cortex.enforce_budget(cortex.require_tenant(),"
-                    " coalesce(%s, cortex.current_agent()), %s, %s, %s)",
-                    (agent, estimated_tokens, model, operation),
-                )
-                row = cur.fetchone()
-        except psycopg.Error as exc:
-            raise from_db_error(exc) from exc
-    result: dict[str, Any] = row[0] if row else {}
-    if result.get("refused"):
-        raise BudgetExceeded(result)
-    return result
+        tenant_id = db.call(conn, "cortex.require_tenant")
+        result: dict[str, Any] = db.call(
+            conn,
+            "cortex.enforce_budget",
+            p_tenant_id=tenant_id,
+            p_agent=agent or claims.get("agent"),
+            p_estimated_tokens=estimated_tokens,
+            p_model=model,
+            p_operation=operation,
+        )
+    return raise_if_refused(result or {})

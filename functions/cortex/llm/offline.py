@@ -25,7 +25,7 @@ from datetime import date, datetime
 from typing import Any
 
 # Imported by module, not by name: llm imports this module too (see the note there).
-from cortex import llm
+from cortex.llm import results as llm
 
 SUMMARY_MAX_CHARS = 300
 KEY_POINT_MAX_CHARS = 120

@@ -53,25 +53,19 @@ def list_interactions(claims: Claims, **filters: Any) -> dict[str, Any]:
 def summarise_pending(conn: psycopg.Connection[Any], tenant_id: str, interaction_id: str) -> dict[str, Any]:
     """Worker side: summarises one interaction that was logged without analysis (PostgREST path)
     and writes the analysis once. Idempotent: an interaction already analysed is left alone."""
-    row = conn.execute(
-        "select type, subject, raw_content, agent, contact_id, analysis_status from cortex.interactions "
-        "where tenant_id = %s and id = %s",
-        (tenant_id, interaction_id),
-    ).fetchone()
+    row = db.call(conn, "cortex.interaction_for_analysis", p_tenant_id=tenant_id, p_interaction_id=interaction_id)
     if row is None:
         return {"skipped": "interaction not found"}
-    itype, subject, raw, agent, contact_id, status = row
-    if status == "done":
+    if row["analysis_status"] == "done":
         return {"skipped": "already analysed"}
-    analysis, usage = llm.summarise_interaction(itype, subject, raw)
+    analysis, usage = llm.summarise_interaction(row["type"], row["subject"], row["raw_content"])
     with conn.transaction():
-        out = conn.execute(
-            "select cortex.record_interaction_analysis(%s, %s, %s, %s)",
-            (
-                tenant_id,
-                interaction_id,
-                db.Jsonb(analysis.model_dump()),
-                db.Jsonb({**asdict(usage), "agent": agent, "contact_id": str(contact_id)}),
-            ),
-        ).fetchone()
-    return dict(out[0]) if out else {}
+        out: dict[str, Any] = db.call(
+            conn,
+            "cortex.record_interaction_analysis",
+            p_tenant_id=tenant_id,
+            p_interaction_id=interaction_id,
+            p_analysis=analysis.model_dump(),
+            p_usage={**asdict(usage), "agent": row["agent"], "contact_id": str(row["contact_id"])},
+        )
+    return dict(out or {})

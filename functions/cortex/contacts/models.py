@@ -1,0 +1,103 @@
+"""HTTP payloads of contacts (pydantic; the OpenAPI document is generated from them)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import Field
+
+from cortex.schemas import AgentName, Email, Name, Phone, Ref, Request, Response, SearchText, Source
+
+Stage = Literal["prospect", "qualified", "opportunity", "customer", "churning", "lost", "recovered"]
+
+
+# --- contacts -----------------------------------------------------------------------------------
+
+
+class ContactCreate(Request):
+    """POST /contacts: create or update (upsert by normalised email). Given fields overwrite,
+    tags accumulate, custom_fields merge, the first source is kept."""
+
+    email: Email = Field(description="Identity of the contact; lower-cased and trimmed.", examples=["john@acme.com"])
+    name: Name | None = None
+    company_name: Name | None = None
+    phone: Phone | None = None
+    stage: Stage | None = Field(default=None, description="Defaults to prospect for a new contact.")
+    source: Source | None = Field(default=None, examples=["anna_outbound"])
+    owner_agent: AgentName | None = Field(default=None, description="An agent of the tenant.")
+    owner_human_id: Ref | None = None
+    tags: list[str] | None = Field(default=None, max_length=100)
+    custom_fields: dict[str, Any] | None = None
+
+
+class ContactPatch(Request):
+    """PATCH /contacts/{id}: a key present sets that field (null clears it), an absent key keeps it."""
+
+    email: Email | None = None
+    name: Name | None = None
+    company_name: Name | None = None
+    phone: Phone | None = None
+    stage: Stage | None = Field(default=None, description="Cannot be null.")
+    source: Source | None = None
+    owner_agent: AgentName | None = None
+    owner_human_id: Ref | None = None
+    tags: list[str] | None = Field(default=None, max_length=100)
+    custom_fields: dict[str, Any] | None = None
+
+
+class ContactListQuery(Request):
+    """GET /contacts query parameters."""
+
+    stage: Stage | None = None
+    owner_agent: AgentName | None = None
+    owner_human_id: Ref | None = None
+    tag: str | None = Field(default=None, description="Contacts carrying this tag.")
+    search: SearchText | None = Field(default=None, description="Fuzzy match on name, email and company.")
+    limit: int = Field(default=20, ge=1, le=100)
+    offset: int = Field(default=0, ge=0)
+
+
+class ContactPath(Request):
+    """Path parameters of /contacts/{id}."""
+
+    id: UUID
+
+
+class Contact(Response):
+    """A contact as the API returns it."""
+
+    id: UUID
+    email: str
+    name: str | None
+    company_name: str | None
+    phone: str | None
+    stage: Stage
+    source: str | None
+    owner_agent: str | None
+    owner_human_id: str | None
+    tags: list[str]
+    custom_fields: dict[str, Any]
+    interaction_count: int
+    first_touch_at: datetime | None
+    last_touch_at: datetime | None
+    last_touch_agent: str | None
+    converted_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    score: float | None = Field(default=None, description="Search relevance, only when `search` was given.")
+
+
+class ContactCreated(Contact):
+    """POST /contacts response: the contact, and whether it was created (201) or updated (200)."""
+
+    created: bool
+
+
+class ContactList(Response):
+    """GET /contacts response, best match first."""
+
+    items: list[Contact]
+    limit: int
+    offset: int

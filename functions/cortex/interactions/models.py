@@ -1,0 +1,116 @@
+"""HTTP payloads of interactions (pydantic; the OpenAPI document is generated from them)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import Field, field_validator
+
+from cortex.llm.results import Intent, Sentiment
+from cortex.schemas import AgentName, RawContent, Ref, Request, Response, Subject
+
+InteractionType = Literal[
+    "email_sent",
+    "email_received",
+    "ticket_opened",
+    "ticket_resolved",
+    "call",
+    "note",
+    "order_placed",
+    "refund_processed",
+    "nudge_sent",
+    "sequence_started",
+    "sequence_completed",
+]
+Direction = Literal["inbound", "outbound"]
+AnalysisStatus = Literal["pending", "done"]
+
+
+# --- interactions -------------------------------------------------------------------------------
+
+
+class InteractionCreate(Request):
+    """POST /interactions: log a touchpoint. Without `summary`, Cortex summarises raw_content now
+    (Claude Haiku, or the local summariser offline) and records the call in token usage."""
+
+    contact_id: UUID
+    type: InteractionType
+    agent: AgentName | None = Field(default=None, description='The calling agent (default) or "human".')
+    human_id: Ref | None = Field(default=None, description='Required when agent is "human".')
+    direction: Direction | None = None
+    subject: Subject | None = None
+    raw_content: RawContent | None = None
+    summary: str | None = Field(default=None, description="Bring your own summary to skip summarisation.")
+    key_points: list[str] | None = None
+    sentiment: Sentiment | None = None
+    intent: Intent | None = None
+    external_id: Ref | None = Field(default=None, description="Logging the same external_id twice is idempotent.")
+    campaign_id: Ref | None = None
+    thread_id: Ref | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class InteractionListQuery(Request):
+    """GET /interactions query parameters."""
+
+    contact_id: UUID
+    agent: AgentName | None = None
+    type: InteractionType | None = None
+    since: datetime | None = Field(default=None, description="ISO timestamp; without a zone it is UTC.")
+    limit: int = Field(default=20, ge=1, le=100)
+    include_raw: bool = Field(default=False, description="Include raw_content (summaries only by default).")
+
+    @field_validator("since")
+    @classmethod
+    def _utc_when_naive(cls, value: datetime | None) -> datetime | None:
+        return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+
+
+class TokenUsage(Response):
+    """The model call that analysed an interaction."""
+
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+
+
+class Interaction(Response):
+    """An interaction as the API returns it (raw_content only with include_raw)."""
+
+    id: UUID
+    contact_id: UUID
+    agent: str
+    human_id: str | None
+    type: InteractionType
+    direction: Direction | None
+    subject: str | None
+    summary: str | None
+    sentiment: Sentiment | None
+    key_points: list[str] | None
+    intent: Intent | None
+    external_id: str | None
+    campaign_id: str | None
+    thread_id: str | None
+    metadata: dict[str, Any]
+    token_count: int | None
+    analysis_status: AnalysisStatus
+    created_at: datetime
+    raw_content: str | None = None
+
+
+class InteractionLogged(Interaction):
+    """POST /interactions response (201; 200 with duplicate=true for a repeated external_id)."""
+
+    token_usage: TokenUsage | None
+    context_refresh_triggered: bool
+    duplicate: bool
+
+
+class InteractionList(Response):
+    """GET /interactions response, newest first."""
+
+    items: list[Interaction]
+    limit: int

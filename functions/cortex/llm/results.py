@@ -1,0 +1,95 @@
+"""What the model gateway returns: validated result types, the usage of a call, and its one error.
+
+Kept apart from the gateway (`cortex.llm`) and the offline generator (`cortex.llm.offline`) so
+that both import these types and neither imports the other's module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+Sentiment = Literal["positive", "neutral", "negative", "escalation"]
+Intent = Literal[
+    "question",
+    "complaint",
+    "complaint_resolved",
+    "purchase_intent",
+    "churn_risk",
+    "info_request",
+    "scheduling",
+    "feedback",
+    "other",
+]
+Operation = Literal["summarize", "generate_context", "handoff_summary"]
+
+
+class LLMError(Exception):
+    """A model call failed: transport, HTTP status, timeout, or an answer that does not validate.
+
+    `retryable` tells a job queue whether trying again later can help: yes for overload, rate
+    limit, timeout, connection and server errors, and for malformed answers (sampling may do
+    better next time); no for client errors such as a bad request or bad credentials.
+    """
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class ModelResult(BaseModel):
+    # Models answer with extra keys now and then; they are ignored rather than fatal.
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class InteractionAnalysis(ModelResult):
+    """What Cortex stores about one interaction besides its raw content."""
+
+    summary: str = Field(min_length=1)
+    key_points: list[str] = Field(default_factory=list)
+    sentiment: Sentiment
+    intent: Intent
+
+    @field_validator("sentiment", "intent", mode="before")
+    @classmethod
+    def _normalise_label(cls, value: object) -> object:
+        # "Positive " is the right label in the wrong case; anything else stays invalid.
+        return value.strip().lower() if isinstance(value, str) else value
+
+
+class GeneratedContext(ModelResult):
+    """The working-context briefing of a contact."""
+
+    summary: str = Field(min_length=1)
+    key_facts: list[str] = Field(default_factory=list)
+    current_status: str
+    recommended_tone: str
+
+
+class HandoffSummary(ModelResult):
+    """What the receiving party of a handoff needs to know, and what to do first."""
+
+    context_summary: str = Field(min_length=1)
+    suggested_action: str | None = None
+
+
+class Signals(ModelResult):
+    """Risk and opportunity scores computed from a contact's recent history."""
+
+    churn_risk: float = Field(ge=0.0, le=1.0)
+    upsell_potential: float = Field(ge=0.0, le=1.0)
+    risk_factors: list[str] = Field(default_factory=list)
+    opportunity_factors: list[str] = Field(default_factory=list)
+    open_threads: list[dict[str, object]] = Field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens spent by one model call, as recorded in `token_usage`."""
+
+    model: str
+    input_tokens: int
+    output_tokens: int
+    operation: str

@@ -1,0 +1,205 @@
+"""The HTTP edge's vocabulary: a capability declares its routes on a `Router`; the app mounts it.
+
+A handler receives a `Call` (the caller's claims and the validated path, query and body) and
+returns a `Reply`. Handlers hold no business rule: they call one SQL function (or a service that
+calls the model first) and SQL decides. The dispatcher (`cortex.app`) and the OpenAPI document
+(`cortex.openapi`) both read the same `Route` records, so they cannot drift.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+
+from cortex.errors import CortexError
+
+API_PREFIX = "/api/v1"
+# raw_content may be 1,000,000 characters of any script (up to 4 bytes each), plus the rest.
+MAX_BODY_BYTES = 8 * 1024 * 1024
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One matched request: the caller's claims and the validated path, query and body."""
+
+    request: Request
+    claims: dict[str, str]
+    path: BaseModel | None
+    query: BaseModel | None
+    body: BaseModel | None
+
+    def path_as(self, model: type[M]) -> M:
+        """The validated path parameters, typed."""
+        assert isinstance(self.path, model)
+        return self.path
+
+    def query_as(self, model: type[M]) -> M:
+        """The validated query parameters, typed."""
+        assert isinstance(self.query, model)
+        return self.query
+
+    def body_as(self, model: type[M]) -> M:
+        """The validated body, typed."""
+        assert isinstance(self.body, model)
+        return self.body
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What a handler answers: a status and a JSON-able body."""
+
+    status: int
+    body: Any
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+Handler = Callable[[Call], Awaitable[Reply]]
+
+
+@dataclass(frozen=True)
+class Route:
+    """One operation of the API; the dispatcher and the OpenAPI document both read these."""
+
+    method: str
+    paths: tuple[str, ...]
+    name: str
+    handler: Handler
+    summary: str
+    tag: str
+    responses: Mapping[int, type[BaseModel]]
+    body: type[BaseModel] | None = None
+    query: type[BaseModel] | None = None
+    path: type[BaseModel] | None = None
+    auth: bool = True
+    errors: tuple[int, ...] = ()
+    description: str = ""
+
+
+class Router:
+    """The routes of one capability, under `/api/v1/<prefix>`; the app mounts it with one line."""
+
+    def __init__(self, tag: str, prefix: str | None = None) -> None:
+        self.tag = tag
+        self.prefix = f"{API_PREFIX}/{tag if prefix is None else prefix}".rstrip("/")
+        self.routes: list[Route] = []
+
+    def route(
+        self,
+        method: str,
+        path: str,
+        *,
+        name: str,
+        summary: str,
+        responses: Mapping[int, type[BaseModel]],
+        body: type[BaseModel] | None = None,
+        query: type[BaseModel] | None = None,
+        path_params: type[BaseModel] | None = None,
+        auth: bool = True,
+        errors: tuple[int, ...] = (),
+        description: str = "",
+        absolute: tuple[str, ...] = (),
+    ) -> Callable[[Handler], Handler]:
+        """Declares `handler` as `METHOD <prefix><path>` (plus any `absolute` alias paths)."""
+
+        def register(handler: Handler) -> Handler:
+            self.routes.append(
+                Route(
+                    method,
+                    (*absolute, f"{self.prefix}{path}"),
+                    name,
+                    handler,
+                    summary,
+                    self.tag,
+                    responses,
+                    body,
+                    query,
+                    path_params,
+                    auth,
+                    errors,
+                    description,
+                )
+            )
+            return handler
+
+        return register
+
+
+# --- validation and bodies ------------------------------------------------------------------------
+
+
+def _location(loc: tuple[int | str, ...], where: str) -> str:
+    return ".".join(str(p) for p in loc) or where
+
+
+def validate(model: type[M], data: Any, where: str) -> M:
+    """`data` as `model`, or a 422 naming the first offending field and listing all."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        errors = [
+            {"field": _location(tuple(e["loc"]), where), "message": e["msg"], "type": e["type"]}
+            for e in exc.errors(include_url=False, include_context=False, include_input=False)
+        ]
+        first = errors[0]
+        hint = None
+        if first["type"] == "extra_forbidden":
+            noun = {"body": "fields", "query": "query parameters"}.get(where, "parameters")
+            hint = f"allowed {noun}: {', '.join(model.model_fields)}"
+        raise CortexError(
+            422,
+            "validation_error",
+            f"{first['field']}: {first['message']}",
+            first["field"],
+            hint,
+            None,
+            {"in": where, "errors": errors},
+        ) from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _too_large(limit: int) -> CortexError:
+    return CortexError(413, "payload_too_large", f"request body exceeds {limit} bytes", "body")
+
+
+async def read_body(request: Request, limit: int | None = None) -> bytes:
+    """The request body, refused with 413 as soon as it passes `limit` bytes: a declared
+    Content-Length over the limit is refused before reading, and a chunked body is counted while
+    it streams in, so an oversized body is never buffered whole."""
+    limit = MAX_BODY_BYTES if limit is None else limit
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def parse_json(raw: bytes) -> Any:
+    """A JSON body, or 400 naming `body` (empty, malformed, NaN/Infinity, bad UTF-8)."""
+    if not raw.strip():
+        raise CortexError(400, "malformed_json", "request body is empty; send a JSON object", "body")
+    try:
+        return json.loads(raw, parse_constant=_no_constant)
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError alike
+        raise CortexError(
+            400,
+            "malformed_json",
+            f"request body is not valid JSON: {exc}",
+            "body",
+            "send a JSON object with Content-Type: application/json",
+        ) from None

@@ -1,0 +1,131 @@
+"""Serving the API: functions-framework's ASGI app under gunicorn with uvicorn workers, one per core,
+with limits at the edge that the framework's defaults leave open.
+
+`functions-framework --asgi` builds the Starlette app around `main.api` and serves it with
+gunicorn's `UvicornWorker`, but passes no limits (gunicorn's `limit_request_line` is 0 and does not
+apply to uvicorn workers). `cortex serve` builds the same app with `create_asgi_app` and serves
+it with `Worker` below, whose protocol:
+
+- bounds the request line plus headers to `HEAD_LIMIT_BYTES` (431 and close when passed), so a
+  64 MB request line costs 16 KiB of buffering, not 80 CPU-seconds;
+- closes a connection whose request head has not arrived within `HEAD_TIMEOUT_SECONDS`, so slow
+  or half-open connections cannot pin the server (an idle keep-alive connection closes after
+  `KEEP_ALIVE_SECONDS`);
+- leaves the body to the app, which counts it while it streams (`cortex.routing.read_body`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+import gunicorn.app.base
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn_worker import UvicornWorker
+
+HEAD_LIMIT_BYTES = 16 * 1024
+HEAD_TIMEOUT_SECONDS = float(os.environ.get("CORTEX_HEAD_TIMEOUT", "10"))
+KEEP_ALIVE_SECONDS = 5
+_TOO_LARGE = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\nconnection: close\r\n"
+    b"content-length: 99\r\n\r\n"
+    b'{"error": {"code": "headers_too_large", "message": "request line and headers exceed 16384 bytes"}}\n'
+)
+
+
+class EdgeProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with a bound on the request head's size and arrival time."""
+
+    _head_timer: asyncio.TimerHandle | None = None
+    _head_bytes = 0
+    _head_cycle: Any = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        """A new connection: its first request head must arrive in time."""
+        super().connection_made(transport)
+        self._await_head()
+
+    def _await_head(self) -> None:
+        self._cancel_head_timer()
+        self._head_bytes = 0
+        self._head_cycle = self.cycle
+        self._head_timer = self.loop.call_later(HEAD_TIMEOUT_SECONDS, self._head_timed_out)
+
+    def _cancel_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self.cycle is self._head_cycle and not self.transport.is_closing():
+            self.transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        """Feeds the parser, refusing a head larger than the limit as soon as it is passed."""
+        waiting = self._head_timer is not None
+        super().data_received(data)
+        if not waiting or self.transport.is_closing():
+            return
+        if self.cycle is not self._head_cycle:  # the head is complete: the app has the request
+            self._cancel_head_timer()
+            return
+        self._head_bytes += len(data)
+        if self._head_bytes > HEAD_LIMIT_BYTES:
+            self._cancel_head_timer()
+            self.transport.write(_TOO_LARGE)
+            self.transport.close()
+
+    def on_response_complete(self) -> None:
+        """A response went out: the next request head on this connection is timed again."""
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._await_head()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Drops the timer with the connection."""
+        self._cancel_head_timer()
+        super().connection_lost(exc)
+
+
+class Worker(UvicornWorker):  # type: ignore[misc]
+    """gunicorn's uvicorn worker with Cortex's edge protocol and uvloop."""
+
+    CONFIG_KWARGS: dict[str, Any] = {  # noqa: RUF012 (uvicorn_worker's own attribute)
+        "loop": "uvloop",
+        "http": EdgeProtocol,
+        "timeout_keep_alive": KEEP_ALIVE_SECONDS,
+    }
+
+
+class _Server(gunicorn.app.base.BaseApplication):  # type: ignore[misc]
+    def __init__(self, app: Any, options: dict[str, Any]) -> None:
+        self.app = app
+        self.options = options
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self.options.items():
+            self.cfg.set(key, value)
+
+    def load(self) -> Any:
+        return self.app
+
+
+def serve(source: str, host: str, port: int, workers: int | None = None) -> None:
+    """Serves `source`'s `api` target (functions-framework's ASGI app) on host:port until stopped."""
+    from functions_framework.aio import create_asgi_app
+
+    app = create_asgi_app(target="api", source=source)  # type: ignore[no-untyped-call]
+    _Server(
+        app,
+        {
+            "bind": f"{host}:{port}",
+            "workers": workers or int(os.environ.get("WORKERS", os.cpu_count() or 1)),
+            "worker_class": "cortex.server.Worker",
+            "timeout": 0,
+            "graceful_timeout": 10,
+            "loglevel": os.environ.get("GUNICORN_LOG_LEVEL", "error"),
+        },
+    ).run()

@@ -1,0 +1,161 @@
+"""The edge as a client meets it: `cortex serve` (functions-framework's ASGI app under uvicorn
+workers with Cortex's protocol limits) on a loopback port, driven over raw sockets."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import Tenant
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAD_TIMEOUT = 2.0
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def server(dsn: str, tmp_path: Path) -> Iterator[str]:
+    """`cortex serve` with two workers on a free port; its base URL."""
+    port = _free_port()
+    env = {**os.environ, "DATABASE_URL": dsn, "CORTEX_HEAD_TIMEOUT": str(HEAD_TIMEOUT)}
+    env.pop("ANTHROPIC_API_KEY", None)
+    log = (tmp_path / "server.log").open("wb")
+    cortex = Path(sys.executable).parent / "cortex"
+    proc = subprocess.Popen(
+        [str(cortex), "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "2"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None, (tmp_path / "server.log").read_text()
+            assert time.monotonic() < deadline, "server did not start within 30 s"
+            time.sleep(0.2)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        log.close()
+
+
+def _connect(base: str) -> socket.socket:
+    host, port = base.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)), timeout=10)
+    return sock
+
+
+def _read_all(sock: socket.socket) -> bytes:
+    chunks = []
+    while True:
+        try:
+            chunk = sock.recv(65536)
+        except (ConnectionResetError, TimeoutError):
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_serve_answers_the_api_with_its_own_errors(server: str, tenant: Tenant) -> None:
+    key = {"Authorization": f"Bearer {tenant.keys['luna']}"}
+    created = httpx.post(f"{server}/api/v1/contacts", headers=key, json={"email": "wire@acme.com"}, timeout=10)
+    assert created.status_code == 201
+    got = httpx.get(f"{server}/api/v1/contacts/{created.json()['id']}", headers=key, timeout=10)
+    assert got.json()["email"] == "wire@acme.com"
+    assert httpx.get(f"{server}/api/v1/nowhere", timeout=10).json()["error"]["code"] == "route_not_found"
+
+
+def test_a_huge_request_line_is_refused_with_431_after_a_bounded_read(server: str) -> None:
+    sock = _connect(server)
+    sent = 0
+    try:
+        sock.sendall(b"GET /health?")
+        while sent < 8 * 1024 * 1024:
+            sock.sendall(b"a" * 65536)
+            sent += 65536
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    answer = _read_all(sock)
+    sock.close()
+    assert answer.startswith(b"HTTP/1.1 431"), answer[:200]
+    assert sent < 8 * 1024 * 1024  # the server hung up long before the client was done
+    assert httpx.get(f"{server}/health", timeout=5).status_code == 200
+
+
+def test_a_slow_request_head_is_closed_after_the_head_timeout(server: str) -> None:
+    sock = _connect(server)
+    sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # and never the blank line
+    started = time.monotonic()
+    assert _read_all(sock) == b""  # closed by the server, with no answer
+    waited = time.monotonic() - started
+    sock.close()
+    assert HEAD_TIMEOUT * 0.5 < waited < HEAD_TIMEOUT * 5
+
+
+def test_half_open_connections_do_not_freeze_the_api(server: str) -> None:
+    idle = [_connect(server) for _ in range(60)]
+    try:
+        for sock in idle[::2]:
+            sock.sendall(b"POST /api/v1/contacts HTTP/1.1\r\n")
+        answers = [httpx.get(f"{server}/health", timeout=5).status_code for _ in range(20)]
+        assert answers == [200] * 20
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+def test_a_chunked_body_over_the_limit_is_refused_while_it_streams(server: str, tenant: Tenant) -> None:
+    sock = _connect(server)
+    head = (
+        "POST /api/v1/contacts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {tenant.keys['luna']}\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+    sock.sendall(head.encode())
+    chunk = b"a" * 65536
+    sent = 0
+    try:
+        while sent < 64 * 1024 * 1024:
+            sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            sent += len(chunk)
+            sock.setblocking(False)
+            try:
+                if sock.recv(1, socket.MSG_PEEK):
+                    break
+            except BlockingIOError:
+                pass
+            finally:
+                sock.setblocking(True)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    sock.settimeout(10)
+    answer = _read_all(sock)
+    sock.close()
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert b'"field": "body"' in answer or b'"field":"body"' in answer
+    assert sent < 16 * 1024 * 1024  # refused near the 8 MiB limit, not after 64 MiB
