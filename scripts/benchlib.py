@@ -295,17 +295,44 @@ def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str]])
 # --- HTTP servers on 127.0.0.1 ---------------------------------------------------------------------
 
 
+@dataclass
+class Server:
+    """A server started by `serving`: its base URL and its (top) process."""
+
+    url: str
+    proc: subprocess.Popen[Any]
+
+    def processes(self) -> list[str]:
+        """The command lines of the server and its child processes (gunicorn's workers)."""
+        found = [_cmdline(self.proc.pid)]
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == self.proc.pid:
+                found.append(_cmdline(int(stat.parent.name)))
+        return [c for c in found if c]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return ""
+
+
 @contextmanager
-def http_server(
+def serving(
     command: Sequence[str],
     env: Mapping[str, str],
     url: str,
     log_path: Path,
     ready_path: str = "/health",
     timeout: float = 60.0,
-) -> Iterator[str]:
+) -> Iterator[Server]:
     """Starts `command` (a server that listens on `url`, a loopback address), waits until
-    GET ready_path answers 200 and yields the base URL; stops the server (TERM, then KILL) after."""
+    GET ready_path answers 200 and yields it; stops the server (TERM, then KILL) after."""
     host = urlparse(url).hostname
     if host != "127.0.0.1":
         raise ValueError(f"benchmarks only target 127.0.0.1, not {host}")
@@ -328,9 +355,23 @@ def http_server(
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"the server did not answer {ready_path} within {timeout:.0f} s; see {log_path}")
                 time.sleep(0.3)
-            yield url
+            yield Server(url, proc)
         finally:
             stop_process_group(proc)
+
+
+@contextmanager
+def http_server(
+    command: Sequence[str],
+    env: Mapping[str, str],
+    url: str,
+    log_path: Path,
+    ready_path: str = "/health",
+    timeout: float = 60.0,
+) -> Iterator[str]:
+    """`serving`, yielding only the base URL."""
+    with serving(command, env, url, log_path, ready_path, timeout) as server:
+        yield server.url
 
 
 def stop_process_group(proc: subprocess.Popen[Any]) -> None:
