@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 import threading
 import time
@@ -26,27 +25,32 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import psycopg
 from psycopg import sql
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "functions"))
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_core import (  # noqa: E402
+from benchlib import (
+    LAT,
+    ROOT,
+    base_dsn,
+    dbname,
     is_complete,
+    load_sql,
     machine_info,
+    recreate_database,
     run_concurrently,
+    set_meta,
     summarise,
+    table,
     use_bench_settings,
     wait_for_quiet,
+    with_database,
 )
 
-from cortex import db, handoffs, llm  # noqa: E402
-from cortex.config import get_settings  # noqa: E402
-from cortex.migrate import migrate  # noqa: E402
+from cortex import db, handoffs, llm
+from cortex.config import get_settings
 
 GENERATOR = ROOT / "sql" / "bench" / "generate_coordination.sql"
 RESULTS_JSON = ROOT / "bench-results" / "coordination.json"
@@ -75,54 +79,28 @@ TARGET_CREATE_PER_S = 200.0
 # --- connections and generation ---------------------------------------------------------------
 
 
-def base_dsn() -> str:
-    """The server to benchmark on: DATABASE_URL, else .env.local's, else the local default."""
-    if os.environ.get("DATABASE_URL"):
-        return os.environ["DATABASE_URL"]
-    env_file = ROOT / ".env.local"
-    if env_file.exists():
-        for line in env_file.read_text().splitlines():
-            if line.startswith("DATABASE_URL="):
-                return line.split("=", 1)[1].strip().strip("'\"")
-    return "postgresql://cortex:cortex@127.0.0.1:5432/cortex"
-
-
-def with_database(dsn: str, name: str) -> str:
-    """The same server and credentials with another database name."""
-    return urlparse(dsn)._replace(path="/" + name).geturl()
-
-
 def bench_dsn() -> str:
     """The benchmark database (BENCH_COORD_DATABASE_URL, else the server's cortex_bench_coord)."""
     return os.environ.get("BENCH_COORD_DATABASE_URL") or with_database(base_dsn(), BENCH_DB)
 
 
-def _dbname(dsn: str) -> str:
-    return urlparse(dsn).path.lstrip("/")
-
-
 def generate(dsn: str) -> dict[str, float]:
     """Drops, recreates and migrates the benchmark database, then loads the data set with psql;
     returns the seconds each part took."""
-    name = _dbname(dsn)
-    if not name.startswith(BENCH_DB):
-        raise SystemExit(f"refusing to drop {name!r}: the benchmark database must be named {BENCH_DB}*")
     started = time.perf_counter()
-    with psycopg.connect(with_database(dsn, "postgres"), autocommit=True) as admin:
-        admin.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
-        admin.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
-    migrate(dsn)
+    recreate_database(dsn, BENCH_DB)
     migrated = time.perf_counter()
-    subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", str(GENERATOR), dsn], check=True)
-    loaded = time.perf_counter()
-    times = {"create_and_migrate_s": round(migrated - started, 1), "load_s": round(loaded - migrated, 1)}
+    load_s = load_sql(dsn, GENERATOR)
+    times = {"create_and_migrate_s": round(migrated - started, 1), "load_s": round(load_s, 1)}
     load_avg = " / ".join(f"{x:.2f}" for x in os.getloadavg())
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(
-            "insert into bench.meta (key, value) values ('load_seconds', %s), ('migrate_seconds', %s), "
-            "('load_average_after_generation', %s) on conflict (key) do update set value = excluded.value",
-            (str(times["load_s"]), str(times["create_and_migrate_s"]), load_avg),
-        )
+    set_meta(
+        dsn,
+        {
+            "load_seconds": str(times["load_s"]),
+            "migrate_seconds": str(times["create_and_migrate_s"]),
+            "load_average_after_generation": load_avg,
+        },
+    )
     return times
 
 
@@ -790,7 +768,7 @@ def dataset_info(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     }
 
 
-def targets_table(results: dict[str, Any]) -> list[dict[str, Any]]:
+def targetstable(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Each target of issue 4 with the measured figure and whether it was met; get_pending_handoffs
     per kind of queue (the agent's own queue is what an agent polls; the monitor's whole-tenant view
     is the same function without an agent filter)."""
@@ -821,16 +799,6 @@ def targets_table(results: dict[str, Any]) -> list[dict[str, Any]]:
                 }
             )
     return out
-
-
-def _table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]]) -> str:
-    head = "| " + " | ".join(label for _, label in columns) + " |"
-    sep = "|" + "|".join("---" for _ in columns) + "|"
-    body = ["| " + " | ".join(str(r.get(key, "")) for key, _ in columns) + " |" for r in rows]
-    return "\n".join([head, sep, *body])
-
-
-LAT = [("p50_ms", "p50 ms"), ("p95_ms", "p95 ms"), ("p99_ms", "p99 ms"), ("throughput_per_s", "per s"), ("n", "n")]
 
 
 def _outcomes(r: dict[str, Any]) -> str:
@@ -885,7 +853,7 @@ def markdown(results: dict[str, Any]) -> str:
         "p50/p95/p99 are per transaction (begin, `set local role authenticated`, claims, the call, commit) on a "
         "loopback connection; *call p95* is the `select public.<function>(...)` alone.",
         "",
-        _table(
+        table(
             reads,
             [
                 ("what", "function: variant"),
@@ -904,7 +872,7 @@ def markdown(results: dict[str, Any]) -> str:
                 "`plan_cache_mode = force_custom_plan` and (3) reads each item's contact with a scalar subquery "
                 "instead of `cortex.handoff_contact_json`:",
                 "",
-                _table(
+                table(
                     [
                         {
                             **r,
@@ -929,7 +897,7 @@ def markdown(results: dict[str, Any]) -> str:
         ),
         "### Writes",
         "",
-        _table(
+        table(
             [
                 {
                     **results["record_usage"],
@@ -940,7 +908,7 @@ def markdown(results: dict[str, Any]) -> str:
             [("what", "call"), *LAT, ("call_only_p95_ms", "call p95 ms"), ("result", "results")],
         ),
         "",
-        _table(
+        table(
             results["create_handoff"],
             [
                 ("path", "create_handoff path"),
@@ -957,13 +925,13 @@ def markdown(results: dict[str, Any]) -> str:
         "without a summary, as a PostgREST caller gets it (SQL assembles the briefing). Each handoff hands a "
         "different contact (none with a pending handoff) to another agent or (1 in 10) a human.",
         "",
-        _table([results["generator_alone"]], [*LAT, ("mean_briefing_chars", "briefing chars")]).replace(
+        table([results["generator_alone"]], [*LAT, ("mean_briefing_chars", "briefing chars")]).replace(
             "| p50 ms", "| local generator alone (no database, 1 thread): p50 ms", 1
         ),
         "",
         "### Targets",
         "",
-        _table(
+        table(
             [{**t, "met": "met" if t["met"] else "**missed**"} for t in results["targets"]],
             [("target", "target"), ("measured", "measured"), ("met", "result")],
         ),
@@ -1118,7 +1086,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     dsn = bench_dsn()
     if args.regenerate or not is_complete(dsn):
-        print(f"generating {_dbname(dsn)} (about 5 minutes on 2 cores)", flush=True)
+        print(f"generating {dbname(dsn)} (about 5 minutes on 2 cores)", flush=True)
         times = generate(dsn)
         print(f"generated: {times}", flush=True)
     wait_for_quiet(args.max_load, args.max_wait)
@@ -1173,7 +1141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["create_handoff"].append(row)
         print(f"  {row['throughput_per_s']}/s, p95 {row['p95_ms']} ms, errors {row['errors']}", flush=True)
 
-    results["targets"] = targets_table(results)
+    results["targets"] = targetstable(results)
     results["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     results["reset_after"] = reset(dsn)
     RESULTS_JSON.parent.mkdir(parents=True, exist_ok=True)

@@ -18,32 +18,44 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import platform
 import random
-import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import httpx
 import psycopg
 from psycopg import sql
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "functions"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cortex import db, interactions, llm  # noqa: E402
-from cortex.config import get_settings  # noqa: E402
-from cortex.migrate import migrate  # noqa: E402
+from benchlib import (
+    LAT,
+    ROOT,
+    base_dsn,
+    dbname,
+    http_server,
+    is_complete,
+    load_sql,
+    machine_info,
+    recreate_database,
+    run_concurrently,
+    set_meta,
+    summarise,
+    table,
+    use_bench_settings,
+    wait_for_quiet,
+    with_database,
+)
+
+from cortex import db, interactions, llm
+from cortex.config import get_settings
 
 GENERATOR = ROOT / "sql" / "bench" / "generate_core.sql"
 RESULTS = ROOT / "bench-results" / "core.json"
@@ -61,61 +73,21 @@ TARGET_SEARCH_P95_MS = 20.0
 # --- connections ----------------------------------------------------------------------------
 
 
-def base_dsn() -> str:
-    """The server to benchmark on (DATABASE_URL)."""
-    return os.environ.get("DATABASE_URL", "postgresql://cortex:cortex@127.0.0.1:5432/cortex")
-
-
-def with_database(dsn: str, name: str) -> str:
-    """The same server and credentials with another database name."""
-    return urlparse(dsn)._replace(path="/" + name).geturl()
-
-
 def bench_dsn() -> str:
     """The benchmark database (BENCH_DATABASE_URL, else DATABASE_URL's server with cortex_bench)."""
     return os.environ.get("BENCH_DATABASE_URL") or with_database(base_dsn(), BENCH_DB)
 
 
-def _dbname(dsn: str) -> str:
-    return urlparse(dsn).path.lstrip("/")
-
-
 # --- generation -----------------------------------------------------------------------------
 
 
-def generate(dsn: str) -> float:
-    """Drops and recreates the benchmark database, migrates it and loads the generated data set;
-    returns the seconds the load (psql) took."""
-    name = _dbname(dsn)
-    if not name.startswith(BENCH_DB):
-        raise SystemExit(f"refusing to drop {name!r}: the benchmark database must be named {BENCH_DB}*")
-    with psycopg.connect(with_database(dsn, "postgres"), autocommit=True) as admin:
-        admin.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
-        admin.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
-    migrate(dsn)
-    started = time.perf_counter()
-    subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", str(GENERATOR), dsn], check=True)
-    seconds = time.perf_counter() - started
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(
-            "insert into bench.meta (key, value) values ('load_seconds', %s) "
-            "on conflict (key) do update set value = excluded.value",
-            (f"{seconds:.1f}",),
-        )
+def generate(dsn: str, scale: float = 1.0) -> float:
+    """Drops and recreates the benchmark database, migrates it and loads the generated data set
+    (`scale` times the standard size); returns the seconds the load (psql) took."""
+    recreate_database(dsn, BENCH_DB)
+    seconds = load_sql(dsn, GENERATOR, {"scale": str(scale)})
+    set_meta(dsn, {"load_seconds": f"{seconds:.1f}"})
     return seconds
-
-
-def is_complete(dsn: str) -> bool:
-    """True when the benchmark database exists and its generation ran to the end."""
-    try:
-        with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
-            row = conn.execute("select to_regclass('bench.meta') is not null").fetchone()
-            if not row or not row[0]:
-                return False
-            done = conn.execute("select value from bench.meta where key = 'complete'").fetchone()
-            return bool(done and done[0] == "true")
-    except psycopg.OperationalError:
-        return False
 
 
 def reset(dsn: str) -> dict[str, int]:
@@ -162,29 +134,6 @@ def reset(dsn: str) -> dict[str, int]:
 
 
 # --- statistics -----------------------------------------------------------------------------
-
-
-def percentile(sorted_values: Sequence[float], p: float) -> float:
-    """Nearest-rank percentile of already sorted values."""
-    if not sorted_values:
-        return math.nan
-    rank = max(1, math.ceil(p / 100.0 * len(sorted_values)))
-    return sorted_values[rank - 1]
-
-
-def summarise(seconds: Sequence[float], wall_seconds: float) -> dict[str, float]:
-    """n, p50/p95/p99/mean/max in milliseconds and throughput per second of wall time."""
-    s = sorted(seconds)
-    return {
-        "n": len(s),
-        "p50_ms": round(percentile(s, 50) * 1000, 3),
-        "p95_ms": round(percentile(s, 95) * 1000, 3),
-        "p99_ms": round(percentile(s, 99) * 1000, 3),
-        "mean_ms": round(sum(s) / len(s) * 1000, 3) if s else math.nan,
-        "max_ms": round(s[-1] * 1000, 3) if s else math.nan,
-        "throughput_per_s": round(len(s) / wall_seconds, 1) if wall_seconds > 0 else math.nan,
-        "wall_s": round(wall_seconds, 2),
-    }
 
 
 # --- samples --------------------------------------------------------------------------------
@@ -472,70 +421,6 @@ def email_body(rng: random.Random) -> tuple[str, str]:
     return subject, body
 
 
-@dataclass
-class LoadResult:
-    """Latencies, errors and wall time of a concurrent run."""
-
-    latencies: list[float] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    wall: float = 0.0
-
-
-def run_concurrently(
-    clients: int, duration: float, max_ops: int, make_worker: Callable[[int], Callable[[int], None]]
-) -> LoadResult:
-    """Runs `clients` threads, each calling its op until `duration` seconds passed or the run made
-    `max_ops` calls in all; returns every latency and error."""
-    result = LoadResult()
-    lock = threading.Lock()
-    barrier = threading.Barrier(clients + 1)
-    deadline = [0.0]
-    count = [0]
-
-    def loop(idx: int) -> None:
-        op = make_worker(idx)
-        mine: list[float] = []
-        errs: list[str] = []
-        barrier.wait()
-        i = 0
-        while time.perf_counter() < deadline[0]:
-            with lock:
-                if count[0] >= max_ops:
-                    break
-                count[0] += 1
-            t0 = time.perf_counter()
-            try:
-                op(i)
-                mine.append(time.perf_counter() - t0)
-            except Exception as exc:  # recorded, the run goes on (a load test counts its errors)
-                errs.append(f"{type(exc).__name__}: {exc}"[:300])
-            i += 1
-        with lock:
-            result.latencies.extend(mine)
-            result.errors.extend(errs)
-
-    threads = [threading.Thread(target=loop, args=(i,), daemon=True) for i in range(clients)]
-    for t in threads:
-        t.start()
-    deadline[0] = time.perf_counter() + duration
-    started = time.perf_counter()
-    barrier.wait()
-    for t in threads:
-        t.join(duration + 60)
-    result.wall = time.perf_counter() - started
-    return result
-
-
-def use_bench_settings(dsn: str, pool: int) -> None:
-    """Points cortex.db's pool at the benchmark database, with the local summariser."""
-    os.environ["DATABASE_URL"] = dsn
-    os.environ["CORTEX_POOL_MIN"] = str(pool)
-    os.environ["CORTEX_POOL_MAX"] = str(pool)
-    os.environ.pop("ANTHROPIC_API_KEY", None)
-    get_settings.cache_clear()
-    db.close_pool()
-
-
 def bench_summariser(samples: int) -> dict[str, Any]:
     """The local summariser alone (no database), one thread: its share of log_interaction."""
     rng = random.Random(5)
@@ -593,53 +478,29 @@ def bench_log_sql(dsn: str, targets: list[Target], clients: int, duration: float
 # --- HTTP -----------------------------------------------------------------------------------
 
 
+def api_command(port: int) -> list[str]:
+    """How bench_core has always started the API: functions-framework's default server (gunicorn)."""
+    return [
+        str(ROOT / ".venv" / "bin" / "functions-framework"),
+        "--source",
+        str(ROOT / "functions" / "main.py"),
+        "--target",
+        "api",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
+
+
 @contextmanager
 def api_server(dsn: str, log_path: Path, workers: int = 1) -> Iterator[str]:
     """Starts the HTTP API (functions-framework: gunicorn with `workers` processes of 4 threads per
     CPU, loopback only) on the benchmark database and stops it after."""
     env = {**os.environ, "DATABASE_URL": dsn, "WORKERS": str(workers)}
     env.pop("ANTHROPIC_API_KEY", None)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            [
-                str(ROOT / ".venv" / "bin" / "functions-framework"),
-                "--source",
-                str(ROOT / "functions" / "main.py"),
-                "--target",
-                "api",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(HTTP_PORT),
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        base = f"http://127.0.0.1:{HTTP_PORT}"
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"the API exited with {proc.returncode}; see {log_path}")
-                try:
-                    if httpx.get(base + "/health", timeout=2).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"the API did not answer /health within 60 s; see {log_path}")
-                time.sleep(0.3)
-            yield base
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+    with http_server(api_command(HTTP_PORT), env, f"http://127.0.0.1:{HTTP_PORT}", log_path) as base:
+        yield base
 
 
 def close_all(clients: list[httpx.Client]) -> None:
@@ -806,53 +667,6 @@ def bench_log_http(
 # --- machine, data set, report ----------------------------------------------------------------
 
 
-def machine_info(conn: psycopg.Connection[Any]) -> dict[str, Any]:
-    """What the figures were measured on."""
-    cpu = next(
-        (
-            ln.split(":", 1)[1].strip()
-            for ln in Path("/proc/cpuinfo").read_text().splitlines()
-            if ln.startswith("model name")
-        ),
-        platform.processor(),
-    )
-    mem_kb = next(
-        int(ln.split()[1]) for ln in Path("/proc/meminfo").read_text().splitlines() if ln.startswith("MemTotal")
-    )
-    settings = dict(
-        conn.execute(
-            "select name, setting || coalesce(' ' || unit, '') from pg_settings where name = any(%s) order by name",
-            (
-                [
-                    "shared_buffers",
-                    "work_mem",
-                    "effective_cache_size",
-                    "max_connections",
-                    "synchronous_commit",
-                    "jit",
-                    "random_page_cost",
-                    "max_wal_size",
-                    "checkpoint_timeout",
-                    "wal_level",
-                    "shared_preload_libraries",
-                    "maintenance_work_mem",
-                    "max_parallel_workers_per_gather",
-                ],
-            ),
-        ).fetchall()
-    )
-    row = conn.execute("select version()").fetchone()
-    return {
-        "cpus": os.cpu_count(),
-        "cpu_model": cpu,
-        "memory_gib": round(mem_kb / 1024 / 1024, 1),
-        "postgres": row[0] if row else "?",
-        "python": platform.python_version(),
-        "postgres_settings": settings,
-        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
-    }
-
-
 def dataset_info(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     """Sizes of the generated data set."""
     meta = dict(conn.execute("select key, value from bench.meta").fetchall())
@@ -879,7 +693,7 @@ def dataset_info(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     }
 
 
-def targets_table(results: dict[str, Any]) -> list[dict[str, Any]]:
+def targetstable(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Each target of issue 3 with the measured figure and whether it was met."""
     out: list[dict[str, Any]] = []
     sql_l1 = next(r for r in results["get_context_sql"] if r["level"] == 1 and r["context"] == "fresh")
@@ -939,27 +753,17 @@ def targets_table(results: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _table(rows: list[dict[str, Any]], columns: Sequence[tuple[str, str]]) -> str:
-    head = "| " + " | ".join(label for _, label in columns) + " |"
-    sep = "|" + "|".join("---" for _ in columns) + "|"
-    body = ["| " + " | ".join(str(r.get(key, "")) for key, _ in columns) + " |" for r in rows]
-    return "\n".join([head, sep, *body])
-
-
-LAT = [("p50_ms", "p50 ms"), ("p95_ms", "p95 ms"), ("p99_ms", "p99 ms"), ("throughput_per_s", "per s"), ("n", "n")]
-
-
 def markdown(results: dict[str, Any]) -> str:
     """The results as markdown tables (what docs/benchmarks.md shows)."""
     parts = [
         "### get_context in SQL (1 client, one transaction per call)",
-        _table(
+        table(
             results["get_context_sql"],
             [("level", "level"), ("context", "context"), *LAT, ("select_only_p95_ms", "select-only p95 ms")],
         ),
         "",
         f"### search_contacts in SQL (tenant {results['search_tenant']}, 1 client)",
-        _table(
+        table(
             results["search_contacts_sql"], [("variant", "variant"), ("kind", "kind"), *LAT, ("mean_results", "rows")]
         ),
     ]
@@ -970,10 +774,10 @@ def markdown(results: dict[str, Any]) -> str:
         parts += [
             "",
             "### HTTP stack alone (GET /health, 1 client)",
-            _table([results["health_http"]], [("route", "route"), *LAT]),
+            table([results["health_http"]], [("route", "route"), *LAT]),
             "",
             "### get_context over HTTP (loopback, keep-alive; workers = gunicorn processes)",
-            _table(
+            table(
                 http_rows,
                 [("level", "level"), ("clients", "clients"), ("workers", "workers"), *LAT, ("errors", "errors")],
             ),
@@ -982,7 +786,7 @@ def markdown(results: dict[str, Any]) -> str:
         parts += [
             "",
             "### search_contacts over HTTP (1 client)",
-            _table([results["search_contacts_http"]], [("clients", "clients"), *LAT, ("errors", "errors")]),
+            table([results["search_contacts_http"]], [("clients", "clients"), *LAT, ("errors", "errors")]),
         ]
     logs = [{"path": k, **results[k]} for k in ("log_interaction_sql", "log_interaction_http") if results.get(k)]
     if results.get("whatif_workers2"):
@@ -990,13 +794,13 @@ def markdown(results: dict[str, Any]) -> str:
     parts += [
         "",
         "### log_interaction with the local summariser",
-        _table(logs, [("path", "path"), ("clients", "clients"), ("workers", "workers"), *LAT, ("errors", "errors")]),
+        table(logs, [("path", "path"), ("clients", "clients"), ("workers", "workers"), *LAT, ("errors", "errors")]),
         "",
         "### Local summariser alone (no database, 1 thread)",
-        _table([results["summariser_only"]], [*LAT, ("mean_body_chars", "mean body chars")]),
+        table([results["summariser_only"]], [*LAT, ("mean_body_chars", "mean body chars")]),
         "",
         "### Targets",
-        _table(
+        table(
             [{**t, "met": "met" if t["met"] else "**missed**"} for t in results["targets"]],
             [("target", "target"), ("measured", "measured"), ("met", "result")],
         ),
@@ -1004,23 +808,11 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def wait_for_quiet(max_load: float, max_wait: float) -> float:
-    """Waits (at most max_wait seconds) until the 1-minute load average is below max_load, so other
-    work on the machine does not end up in the figures; returns the load average at the start."""
-    deadline = time.monotonic() + max_wait
-    load = os.getloadavg()[0]
-    while load >= max_load and time.monotonic() < deadline:
-        print(f"waiting for a quiet machine: load average {load:.2f} >= {max_load}", flush=True)
-        time.sleep(min(30.0, max(1.0, deadline - time.monotonic())))
-        load = os.getloadavg()[0]
-    return load
-
-
 def run(args: argparse.Namespace) -> int:
     """Runs every measurement and writes the JSON results."""
     dsn = bench_dsn()
     if not is_complete(dsn):
-        print(f"{_dbname(dsn)} has no complete data set: run scripts/bench --regenerate", file=sys.stderr)
+        print(f"{dbname(dsn)} has no complete data set: run scripts/bench --regenerate", file=sys.stderr)
         return 2
     wait_for_quiet(args.max_load, args.max_wait)
     print("resetting the data set to its generated state", flush=True)
@@ -1097,7 +889,7 @@ def run(args: argparse.Namespace) -> int:
     results["log_interaction_sql"] = bench_log_sql(dsn, write_targets, args.clients, args.duration)
     print(f"  {results['log_interaction_sql']['throughput_per_s']}/s", flush=True)
 
-    results["targets"] = targets_table(results)
+    results["targets"] = targetstable(results)
     results["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     results["reset_after"] = reset(dsn)
     out = Path(args.out)
@@ -1130,7 +922,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "generate":
         seconds = generate(bench_dsn())
-        print(f"{_dbname(bench_dsn())} generated in {seconds:.0f} s")
+        print(f"{dbname(bench_dsn())} generated in {seconds:.0f} s")
         return 0
     if args.command == "status":
         return 0 if is_complete(bench_dsn()) else 1

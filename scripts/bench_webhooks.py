@@ -21,24 +21,22 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import httpx
 import psycopg
-from psycopg import sql
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "functions"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cortex import webhooks  # noqa: E402
-from cortex.migrate import migrate  # noqa: E402
+from benchlib import ROOT, base_dsn, recreate_database, with_database
+from benchlib import machine_info as full_machine_info
+
+from cortex import webhooks
 
 BENCH_DB = "cortex_bench_webhooks"
 RESULTS = ROOT / "bench-results" / "webhooks.json"
@@ -106,42 +104,16 @@ def receiver_main(secret: str) -> None:
 # --- the run ---------------------------------------------------------------------------------------
 
 
-def base_dsn() -> str:
-    """The server to benchmark on (DATABASE_URL)."""
-    return os.environ.get("DATABASE_URL", "postgresql://cortex:cortex@127.0.0.1:5432/cortex")
-
-
-def with_database(dsn: str, name: str) -> str:
-    """The same server and credentials with another database name."""
-    return urlparse(dsn)._replace(path="/" + name).geturl()
-
-
-def recreate(dsn: str) -> None:
-    """Drops, creates and migrates the benchmark database."""
-    with psycopg.connect(with_database(dsn, "postgres"), autocommit=True) as admin:
-        admin.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(BENCH_DB)))
-        admin.execute(sql.SQL("create database {}").format(sql.Identifier(BENCH_DB)))
-    migrate(dsn)
-
-
 def machine_info(conn: psycopg.Connection[Any]) -> dict[str, Any]:
-    """CPU, memory, Postgres and Python versions of this run."""
-    cpu = platform.processor() or "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    row = conn.execute("select version()").fetchone()
+    """CPU, Postgres and Python versions of this run (the fields this section shows)."""
+    m = full_machine_info(conn)
     return {
-        "cpus": os.cpu_count(),
-        "cpu_model": cpu,
-        "postgres": (row[0] if row else "?").split(" on ")[0],
-        "python": platform.python_version(),
+        "cpus": m["cpus"],
+        "cpu_model": m["cpu_model"],
+        "postgres": m["postgres"].split(" on ")[0],
+        "python": m["python"],
         "httpx": httpx.__version__,
-        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        "load_average_at_start": m["load_average_at_start"],
     }
 
 
@@ -149,7 +121,7 @@ def run(messages: int, batch: int, concurrency: int) -> dict[str, Any]:
     """One benchmark run; returns the results (raising when a message went missing)."""
     dsn = with_database(base_dsn(), BENCH_DB)
     print(f"bench: recreating and migrating {BENCH_DB}", flush=True)
-    recreate(dsn)
+    recreate_database(dsn, BENCH_DB)
     secret = "bench-" + os.urandom(8).hex()
     receiver = subprocess.Popen([sys.executable, __file__, "receiver", secret], stdout=subprocess.PIPE, text=True)
     try:

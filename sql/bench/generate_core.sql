@@ -4,6 +4,8 @@
 -- Run with psql against a migrated database whose name starts with cortex_bench (scripts/bench
 -- drops, recreates and migrates it first):
 --   psql -X -v ON_ERROR_STOP=1 -f sql/bench/generate_core.sql postgresql://.../cortex_bench
+-- `-v scale=0.05` builds a smaller copy (contacts per tenant and interactions times the scale) for
+-- quick runs; without it the scale is 1, the standard size the published figures use.
 -- Re-running it on the same database starts from empty tables, so it is idempotent on its own.
 --
 -- Everything is set-based (insert ... select over generate_series); random choices come from
@@ -27,9 +29,16 @@ set maintenance_work_mem = '512MB';
 set synchronous_commit = off;
 set client_min_messages = warning;
 select setseed(0.20261122);
+\if :{?scale}
+\else
+  \set scale 1
+\endif
 
 \echo '== reset'
+-- The audit trail refuses TRUNCATE (append-only); here, in a benchmark database, starting over is the point.
+alter table cortex.handoff_audit disable trigger handoff_audit_no_truncate;
 truncate cortex.tenants cascade;
+alter table cortex.handoff_audit enable trigger handoff_audit_no_truncate;
 drop schema if exists bench cascade;
 create schema bench;
 comment on schema bench is 'Benchmark bookkeeping (plain-text agent keys, run metadata); never exists outside cortex_bench.';
@@ -51,6 +60,7 @@ insert into bench.tenant_plan (n, slug, name, time_zone, contacts) values
   (8, 'tyrell', 'Tyrell Robotics', 'Asia/Tokyo', 4000),
   (9, 'soylent', 'Soylent Foods', 'Australia/Sydney', 3000),
   (10, 'wonka', 'Wonka Sweets', 'Europe/Zurich', 2000);
+update bench.tenant_plan set contacts = greatest(1, round(contacts * :scale))::int;
 update bench.tenant_plan set id = cortex.create_tenant(name, slug, time_zone);
 
 select count(*) as agents from (
@@ -199,7 +209,7 @@ with picks as materialized (
          random() as r_agent, random() as r_type, random() as r_sent, random() as r_intent,
          random() as r_topic, random() as r_outcome, random() as r_thread, random() as r_when,
          random() as r_len
-  from generate_series(1, 1000000) g
+  from generate_series(1, greatest(1, round(1000000 * :scale))::int) g
 ), typed as (
   select p.*, c.tenant_id, c.id as contact_id, c.first,
          case when p.r_agent < 0.30 then 'luna' when p.r_agent < 0.55 then 'mia' when p.r_agent < 0.78 then 'anna'
@@ -340,6 +350,7 @@ select 'tenants', count(*)::text from cortex.tenants
 union all select 'contacts', count(*)::text from cortex.contacts
 union all select 'interactions', count(*)::text from cortex.interactions
 union all select 'contact_context', count(*)::text from cortex.contact_context
+union all select 'scale', :'scale'
 union all select 'generated_at', to_char(now() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
 union all select 'database_size', pg_size_pretty(pg_database_size(current_database()))
 -- Written last: a database without it is an interrupted generation and is built again.
