@@ -28,6 +28,7 @@ from cortex import auth
 from cortex import db as cortex_db
 from cortex.config import get_settings
 from cortex.migrate import migrate
+from tests.fake_anthropic import FakeAnthropic
 
 
 def _admin_dsn() -> str:
@@ -201,3 +202,15 @@ def client(app: Starlette, dsn: str) -> Iterator[TestClient]:
         yield test_client
         test_client.portal.call(cortex_db.aclose_pool)  # type: ignore[union-attr]
     auth.clear_key_cache()
+
+
+@pytest.fixture
+def claude(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAnthropic]:
+    """The local stand-in of the Messages API, configured as Cortex's Claude (no SDK retries)."""
+    with FakeAnthropic() as fake:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
+        monkeypatch.setenv("CORTEX_LLM_MAX_RETRIES", "0")
+        get_settings.cache_clear()
+        yield fake
+    get_settings.cache_clear()

@@ -28,7 +28,6 @@ from cortex import app as api
 from cortex import auth, health, migrate, routing
 from cortex import db as cortex_db
 from cortex.config import get_settings
-from cortex.contacts import service as contacts
 from cortex.contacts.models import Contact, ContactCreated, ContactList, Stage
 from cortex.context.models import ContextRefresh, WorkingContext
 from cortex.health import HealthDeep, HealthReady
@@ -131,19 +130,15 @@ def test_deep_reports_the_local_model_when_no_claude_key_is_set(client: TestClie
 
 
 def test_deep_asks_claude_for_one_token_and_answers_503_when_it_fails(
-    client: TestClient, monkeypatch: pytest.MonkeyPatch
+    client: TestClient, claude: FakeAnthropic
 ) -> None:
-    with FakeAnthropic() as fake:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
-        get_settings.cache_clear()
-        ok = client.get("/health/deep")
-        assert ok.status_code == 200
-        assert body_of(ok)["llm"] == "ok"
-        assert fake.requests[0]["max_tokens"] == 1
-        assert fake.requests[0]["model"] == get_settings().summary_model
-        fake.always_fail = True
-        failed = client.get("/health/deep")
+    ok = client.get("/health/deep")
+    assert ok.status_code == 200
+    assert body_of(ok)["llm"] == "ok"
+    assert claude.requests[0]["max_tokens"] == 1
+    assert claude.requests[0]["model"] == get_settings().summary_model
+    claude.always_fail = True
+    failed = client.get("/health/deep")
     assert failed.status_code == 503
     body = body_of(failed)
     assert body["llm"] == "error" and "529" in body["llm_error"]

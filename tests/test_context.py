@@ -12,7 +12,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cortex.config import get_settings
 from cortex.context import service as context_service
 from cortex.db import agent_claims, call
 from cortex.errors import CortexError
@@ -176,17 +175,12 @@ def test_python_refresh_generates_locally_and_records_usage(
 
 
 def test_a_failed_regeneration_serves_the_cached_context_as_stale_and_retries_in_five_minutes(
-    tenant: Tenant, contact: dict[str, Any], admin: Any, monkeypatch: pytest.MonkeyPatch
+    tenant: Tenant, contact: dict[str, Any], admin: Any, claude: FakeAnthropic
 ) -> None:
     claims = agent_claims(tenant.id, "luna")
-    context_service.refresh_context(claims, contact["id"])  # a good cached context, made offline
-    with FakeAnthropic() as fake:
-        fake.always_fail = True
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
-        monkeypatch.setenv("CORTEX_LLM_MAX_RETRIES", "0")
-        get_settings.cache_clear()
-        served = context_service.get_context(claims, contact["id"], level=1, refresh=True)
+    context_service.refresh_context(claims, contact["id"])  # a good cached context, from Claude
+    claude.always_fail = True
+    served = context_service.get_context(claims, contact["id"], level=1, refresh=True)
     assert served["is_stale"] is True
     assert served["context"]["summary"]  # the cached one, still there
     job = admin.execute(

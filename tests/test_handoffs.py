@@ -8,13 +8,11 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 
-from cortex.config import get_settings
 from cortex.context import service as context_service
 from cortex.db import Jsonb, agent_claims, as_caller, call
 from cortex.errors import CortexError
@@ -100,18 +98,6 @@ def store_context(as_agent: AsAgent, tenant: Tenant, contact_id: str, summary: s
                 "recommended_tone": "Friendly",
             },
         )
-
-
-@pytest.fixture
-def claude(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAnthropic]:
-    """The local stand-in of the Messages API, configured as Cortex's Claude."""
-    with FakeAnthropic() as fake:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
-        monkeypatch.setenv("CORTEX_LLM_MAX_RETRIES", "0")
-        get_settings.cache_clear()
-        yield fake
-    get_settings.cache_clear()
 
 
 # --- creation ---------------------------------------------------------------------------------

@@ -446,10 +446,9 @@ def test_llm_local_path_reports_estimated_usage() -> None:
 
 
 @pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
-    with FakeAnthropic() as server:
-        yield server
+def fake(claude: FakeAnthropic) -> FakeAnthropic:
+    """The conftest stand-in under the name these tests use."""
+    return claude
 
 
 def _remote(fake: FakeAnthropic, **overrides: Any) -> Settings:

@@ -586,6 +586,16 @@ def test_unreliable_receiver_and_killed_worker_lose_nothing_and_process_each_key
     processed = Counter(receiver.processed)
     assert delivered <= set(processed)
     assert max(processed.values()) == 1
+    # Every request the receiver got is counted: a message is never sent more often than the
+    # attempts the outbox recorded for it (a lost lease counts as one), so a double delivery
+    # (twice in one attempt, or again after it was marked delivered) fails here.
+    sent: Counter[str] = Counter()
+    for request in receiver.requests:
+        sent[{k.lower(): v for k, v in request.headers.items()}["idempotency-key"]] += 1
+    attempts = {r["idempotency_key"]: r["attempts"] for r in rows}
+    over = {k: (n, attempts.get(k)) for k, n in sent.items() if n > attempts.get(k, 0)}
+    assert not over, over
+    assert all(sent[k] >= 1 for k in delivered)
     # What the receiver processed but never acknowledged in time (a hang) may have died later.
     assert set(processed) - delivered <= dead
     # Retries after hangs and the killed worker's in-flight messages did arrive twice, and were

@@ -27,8 +27,8 @@ from typing import Any
 import psycopg
 
 from cortex import db
-from cortex.contacts import service as contacts
 from cortex.config import get_settings
+from cortex.contacts import service as contacts
 from cortex.migrate import ROOT
 
 TENANT_NAME = "Top Cup"
@@ -612,7 +612,8 @@ def _ensure_tenant(conn: psycopg.Connection[Any], reset: bool) -> tuple[str, boo
 
 def _load(tenant_id: str, now: datetime) -> None:
     """Writes the data set through the agents' own API functions."""
-    from cortex.interactions import service as interactions  # imported here: it loads the Anthropic SDK (slow to import)
+    # Imported here: it loads the Anthropic SDK (slow to import).
+    from cortex.interactions import service as interactions
 
     for person in build_demo(now):
         created = contacts.upsert_contact(db.agent_claims(tenant_id, person.creator), **person.fields)

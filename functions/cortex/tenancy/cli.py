@@ -136,9 +136,7 @@ def keys_create(agent: str, label: str | None) -> None:
     """Create an API key for AGENT and print it (once)."""
     state = current_state()
     with state.connect() as conn:
-        key: str = db.call(
-            conn, "cortex.create_agent_key", p_tenant_id=state.tenant_id(), p_agent=agent, p_label=label
-        )
+        key: str = db.call(conn, "cortex.create_agent_key", p_tenant_id=state.tenant_id(), p_agent=agent, p_label=label)
     emit(
         {"agent": agent, "label": label, "prefix": key.split("_")[1], "key": key},
         f"{key}\n(key for {agent}; shown only now, store it safely)",
