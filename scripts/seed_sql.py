@@ -104,8 +104,8 @@ def render() -> str:
         f"{literal(demo.TIME_ZONE)})::text), false);",
     ]
     for name, display, role, read_only, max_input, budget in demo.AGENTS:
-        args = ", ".join(literal(v) for v in (name, display, role, read_only, max_input, budget))
-        out.append(f"select cortex.create_agent({_TENANT}, {args});")
+        values = ", ".join(literal(v) for v in (name, display, role, read_only, max_input, budget))
+        out.append(f"select cortex.create_agent({_TENANT}, {values});")
 
     current: str | None = None
     for i, person in enumerate(people, 1):
