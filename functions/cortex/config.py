@@ -29,8 +29,12 @@ def find_env_file(start: Path | None = None) -> Path | None:
     chosen = os.environ.get("CORTEX_ENV_FILE")
     if chosen is not None:
         return Path(chosen).expanduser() if chosen.strip() else None
-    here = (start or Path.cwd()).resolve()
-    for folder in (here, *here.parents, PROJECT_ROOT):
+    try:
+        here = (start or Path.cwd()).resolve()
+        folders = [here, *here.parents, PROJECT_ROOT]
+    except OSError:  # the current directory was removed under us
+        folders = [PROJECT_ROOT]
+    for folder in folders:
         candidate = folder / ENV_FILE_NAME
         if candidate.is_file():
             return candidate
