@@ -2,6 +2,13 @@
 
 Every knob is an environment variable so that the same code runs locally, in CI and on a
 Supabase deployment; model ids are settings, never constants in code.
+
+A variable missing from the environment is looked up in `.env.local`, the file `scripts/setup`
+writes and `scripts/dev` / `scripts/test` source (`set -a; . ./.env.local`): so `.venv/bin/cortex`
+reaches the database the scripts set up, wherever its cluster landed. The environment always
+wins. The file is the first `.env.local` found walking up from the current directory, else the
+one in the project root beside this package; `CORTEX_ENV_FILE` names another file, or none
+when set to an empty string.
 """
 
 from __future__ import annotations
@@ -9,10 +16,65 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
+
+ENV_FILE_NAME = ".env.local"
+# functions/cortex/config.py -> the checkout's root, where scripts/setup writes .env.local.
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def find_env_file(start: Path | None = None) -> Path | None:
+    """The `.env.local` this process reads: `CORTEX_ENV_FILE` when set (empty: none), else the
+    first one walking up from `start` (the current directory), else the project root's."""
+    chosen = os.environ.get("CORTEX_ENV_FILE")
+    if chosen is not None:
+        return Path(chosen).expanduser() if chosen.strip() else None
+    try:
+        here = (start or Path.cwd()).resolve()
+        folders = [here, *here.parents, PROJECT_ROOT]
+    except OSError:  # the current directory was removed under us
+        folders = [PROJECT_ROOT]
+    for folder in folders:
+        candidate = folder / ENV_FILE_NAME
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """`KEY=value` lines of a shell-sourced env file (`export`, comments and quotes allowed, no
+    `$` expansion); an unreadable file reads as empty."""
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return {}
+    values: dict[str, str] = {}
+    for raw in lines:
+        line = raw.strip()
+        if line.startswith("export "):
+            line = line[len("export ") :].lstrip()
+        name, sep, value = line.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier() or line.startswith("#"):
+            continue
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        values[name] = value
+    return values
+
+
+def file_environment() -> dict[str, str]:
+    """The variables of the `.env.local` this process reads (empty when there is none)."""
+    path = find_env_file()
+    return read_env_file(path) if path else {}
 
 
 def _env(name: str, default: str = "") -> str:
-    return os.environ.get(name, default)
+    # Read per setting, not cached: tests change the environment between Settings() calls.
+    if name in os.environ:
+        return os.environ[name]
+    return file_environment().get(name, default)
 
 
 @dataclass(frozen=True)
