@@ -881,7 +881,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {results['whatif_workers2']['log_interaction_http']['throughput_per_s']}/s", flush=True)
     else:
         results["http_skipped"] = (
-            "--no-http" if not args.http else "functions/main.py or functions/cortex/api.py is missing"
+            "--no-http" if not args.http else "functions/main.py or functions/cortex/app.py is missing"
         )
         print(f"HTTP skipped: {results['http_skipped']}", flush=True)
 

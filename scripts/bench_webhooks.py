@@ -236,7 +236,7 @@ Bodies are JSON of about 300 bytes.
 
 ### What was measured
 
-One worker process (`cortex.webhooks.run_delivery(once=True)`: batch {r["batch"]}, {r["concurrency"]}
+One worker process (`cortex.notifications.delivery.run_delivery(once=True)`: batch {r["batch"]}, {r["concurrency"]}
 requests in flight over one keep-alive httpx client, 5 s timeout) delivers the whole backlog to a
 receiver on 127.0.0.1 that runs in its own process (asyncio, HTTP/1.1 keep-alive), checks every HMAC
 signature and counts idempotency keys. Throughput is messages over the wall time of the delivery,

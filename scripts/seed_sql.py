@@ -12,7 +12,7 @@ from `cortex.demo.build_demo`, so the seed and `cortex demo` cannot drift; tests
 fails when the committed file differs from what this script writes.
 
 Differences from `cortex demo`, on purpose: interactions are logged without a summary (as a
-PostgREST caller logs them), so `cortex worker` summarises them with whatever model is configured;
+PostgREST caller logs them), so `cortex queue work` summarises them with whatever model is configured;
 no keys are minted (keys are secrets: `cortex --tenant top-cup keys create luna`); story dates
 are written relative to the time the seed runs.
 """
@@ -92,7 +92,7 @@ def render() -> str:
         f"-- {len(demo.AGENTS)} agents, {len(people)} contacts, {n_items} interactions, all through Cortex's SQL",
         "-- functions: the tenant and agents as the owner, contacts and interactions as the agents",
         "-- themselves (JWT claims set as PostgREST sets them), so every check applies. Interactions are",
-        "-- logged without a summary: `cortex worker` summarises them and builds each contact's context.",
+        "-- logged without a summary: `cortex queue work` summarises them and builds each contact's context.",
         "-- No API keys here (they are secrets): `cortex --tenant top-cup keys create luna`.",
         "-- Running it again changes nothing: the tenant is reused, contacts upsert by email and",
         "-- interactions deduplicate on their external_id.",

@@ -5,7 +5,7 @@
 -- 5 agents, 50 contacts, 555 interactions, all through Cortex's SQL
 -- functions: the tenant and agents as the owner, contacts and interactions as the agents
 -- themselves (JWT claims set as PostgREST sets them), so every check applies. Interactions are
--- logged without a summary: `cortex worker` summarises them and builds each contact's context.
+-- logged without a summary: `cortex queue work` summarises them and builds each contact's context.
 -- No API keys here (they are secrets): `cortex --tenant top-cup keys create luna`.
 -- Running it again changes nothing: the tenant is reused, contacts upsert by email and
 -- interactions deduplicate on their external_id.
