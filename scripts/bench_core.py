@@ -479,24 +479,13 @@ def bench_log_sql(dsn: str, targets: list[Target], clients: int, duration: float
 
 
 def api_command(port: int) -> list[str]:
-    """How bench_core has always started the API: functions-framework's default server (gunicorn)."""
-    return [
-        str(ROOT / ".venv" / "bin" / "functions-framework"),
-        "--source",
-        str(ROOT / "functions" / "main.py"),
-        "--target",
-        "api",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-    ]
+    """How the API is started for benchmarks: `cortex serve` (functions-framework's ASGI app, uvicorn workers)."""
+    return [str(ROOT / ".venv" / "bin" / "cortex"), "serve", "--host", "127.0.0.1", "--port", str(port)]
 
 
 @contextmanager
 def api_server(dsn: str, log_path: Path, workers: int = 1) -> Iterator[str]:
-    """Starts the HTTP API (functions-framework: gunicorn with `workers` processes of 4 threads per
-    CPU, loopback only) on the benchmark database and stops it after."""
+    """Starts the HTTP API (`cortex serve` with WORKERS=`workers` uvicorn processes, loopback only) on the benchmark database and stops it after."""
     env = {**os.environ, "DATABASE_URL": dsn, "WORKERS": str(workers)}
     env.pop("ANTHROPIC_API_KEY", None)
     with http_server(api_command(HTTP_PORT), env, f"http://127.0.0.1:{HTTP_PORT}", log_path) as base:
@@ -841,7 +830,7 @@ def run(args: argparse.Namespace) -> int:
     print("local summariser alone", flush=True)
     results["summariser_only"] = bench_summariser(500)
 
-    api_ready = (ROOT / "functions" / "main.py").exists() and (ROOT / "functions" / "cortex" / "api.py").exists()
+    api_ready = (ROOT / "functions" / "main.py").exists() and (ROOT / "functions" / "cortex" / "app.py").exists()
     if args.http and api_ready:
         keys = agent_keys(dsn)
         with psycopg.connect(dsn, autocommit=True) as conn:
