@@ -485,7 +485,7 @@ def api_command(port: int) -> list[str]:
 
 @contextmanager
 def api_server(dsn: str, log_path: Path, workers: int = 1) -> Iterator[str]:
-    """Starts the HTTP API (`cortex serve` with WORKERS=`workers` uvicorn processes, loopback only) on the benchmark database and stops it after."""
+    """Starts the HTTP API (`cortex serve`, WORKERS=`workers`, loopback) on the benchmark database; stops it after."""
     env = {**os.environ, "DATABASE_URL": dsn, "WORKERS": str(workers)}
     env.pop("ANTHROPIC_API_KEY", None)
     with http_server(api_command(HTTP_PORT), env, f"http://127.0.0.1:{HTTP_PORT}", log_path) as base:
