@@ -122,6 +122,20 @@ def test_ready_and_deep_answer_503_when_the_database_is_unreachable(
     assert client.get("/health").status_code == 200
 
 
+def test_an_unreachable_database_fails_fast_with_503_while_health_still_answers(
+    client: TestClient, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", "postgresql://cortex:cortex@127.0.0.1:1/cortex")
+    monkeypatch.setenv("CORTEX_POOL_TIMEOUT", "1")
+    get_settings.cache_clear()
+    client.portal.call(cortex_db.aclose_pool)  # type: ignore[union-attr]
+    auth.clear_key_cache()
+    response = client.get(f"{V1}/contacts", headers=bearer(tenant.keys["luna"]))
+    assert response.status_code == 503
+    assert error_of(response)["code"] == "database_unavailable"
+    assert client.get("/health").status_code == 200
+
+
 def test_deep_reports_the_local_model_when_no_claude_key_is_set(client: TestClient) -> None:
     response = client.get("/health/deep")
     body = HealthDeep.model_validate(body_of(response))
@@ -393,6 +407,9 @@ def test_a_jwt_with_top_level_or_app_metadata_claims_authenticates(
         ("no_tenant", "tenant_id"),
         ("no_agent", "agent"),
         ("no_expiry", "exp"),
+        ("anon_role", "role 'anon'"),
+        ("service_role", "role 'service_role'"),
+        ("no_role", "no role claim"),
     ],
 )
 def test_a_bad_jwt_is_401_saying_why(
@@ -408,6 +425,9 @@ def test_a_bad_jwt_is_401_saying_why(
         "no_tenant": lambda: make_jwt({"agent": "luna"}),
         "no_agent": lambda: make_jwt({"tenant_id": tenant.id}),
         "no_expiry": lambda: jwt.encode(claims, JWT_SECRET, algorithm="HS256"),
+        "anon_role": lambda: make_jwt({**claims, "role": "anon"}),
+        "service_role": lambda: make_jwt({**claims, "role": "service_role"}),
+        "no_role": lambda: jwt.encode({**claims, "exp": int(time.time()) + 600}, JWT_SECRET, algorithm="HS256"),
     }[case]()
     response = client.get(f"{V1}/contacts", headers=bearer(token))
     assert response.status_code == 401

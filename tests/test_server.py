@@ -111,11 +111,12 @@ def test_a_huge_request_line_is_refused_with_431_after_a_bounded_read(server: st
 def test_a_slow_request_head_is_closed_after_the_head_timeout(server: str) -> None:
     sock = _connect(server)
     sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # and never the blank line
+    sock.settimeout(HEAD_TIMEOUT * 10)  # a server that never hangs up fails here with a timeout
     started = time.monotonic()
-    assert _read_all(sock) == b""  # closed by the server, with no answer
+    assert sock.recv(1024) == b""  # closed by the server, with no answer
     waited = time.monotonic() - started
     sock.close()
-    assert HEAD_TIMEOUT * 0.5 < waited < HEAD_TIMEOUT * 5
+    assert waited >= HEAD_TIMEOUT * 0.5  # it waited for the head before giving up
 
 
 def test_half_open_connections_do_not_freeze_the_api(server: str) -> None:

@@ -22,6 +22,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
+import psycopg
 import psycopg_pool
 from starlette.requests import Request
 from starlette.responses import Response
@@ -164,7 +165,7 @@ async def handle(request: Request) -> Response:
                 exc.sqlstate,
             )
         reply = _error_reply(exc, request_id)
-    except psycopg_pool.PoolTimeout as exc:
+    except (psycopg_pool.PoolTimeout, psycopg.OperationalError) as exc:
         logger.error("request %s: database unavailable: %s", request_id, health.brief(exc))
         reply = _error_reply(
             CortexError(503, "database_unavailable", "the database is not reachable", None, "retry shortly"),

@@ -146,6 +146,14 @@ def _jwt_claims(token: str) -> dict[str, str]:
         audiences = [aud] if isinstance(aud, str) else list(aud) if isinstance(aud, list) else []
         if JWT_AUDIENCE not in audiences:
             raise _unauthorized(f'JWT audience must be "{JWT_AUDIENCE}"')
+    # PostgREST runs a request as the JWT's `role` (the anon role when there is none); only
+    # `authenticated` may call the API, so anything else is refused here as it would be there.
+    role = payload.get("role")
+    if role != JWT_AUDIENCE:
+        raise _unauthorized(
+            f"JWT role {role!r} cannot use the API" if role is not None else "JWT has no role claim (anon)",
+            'sign in for a token with role "authenticated", or use an agent key',
+        )
     raw_meta = payload.get("app_metadata")
     meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
     tenant = payload.get("tenant_id") or meta.get("tenant_id")
