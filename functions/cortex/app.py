@@ -16,6 +16,7 @@ import functools
 import json
 import logging
 import re
+import secrets
 import uuid
 from collections.abc import Sequence
 from datetime import date, datetime
@@ -66,6 +67,10 @@ _URL_MAP = Map(
     merge_slashes=False,
 )
 _ADAPTER = _URL_MAP.bind("cortex", "/")
+# Paths without parameters (most hot reads' prefixes are not, but /health is) skip the matcher.
+_STATIC: dict[tuple[str, str], Route] = {
+    (r.method, p.rstrip("/") or "/"): r for r in ROUTES for p in r.paths if "<" not in p
+}
 _REQUEST_ID = re.compile(openapi.REQUEST_ID_PATTERN)
 
 
@@ -89,6 +94,9 @@ def routes() -> Sequence[Route]:
 
 
 def _match(method: str, path: str) -> tuple[Route, dict[str, Any]]:
+    static = _STATIC.get((method, path.rstrip("/") or "/"))
+    if static is not None:
+        return static, {}
     try:
         name, args = _ADAPTER.match(path, method)
     except MethodNotAllowed as exc:
@@ -114,7 +122,7 @@ def _match(method: str, path: str) -> tuple[Route, dict[str, Any]]:
 
 
 async def _dispatch(request: Request) -> Reply:
-    route, args = _match(request.method, request.url.path)
+    route, args = _match(request.method, request.scope["path"])
     claims = await auth.authenticate_async(request.headers) if route.auth else {}
     path = validate(route.path, args, "path") if route.path else None
     query = validate(route.query, dict(request.query_params), "query") if route.query else None
@@ -134,7 +142,7 @@ def _json_default(value: Any) -> Any:
 
 def _request_id(request: Request) -> str:
     given = request.headers.get("x-request-id", "")
-    return given if _REQUEST_ID.match(given) else uuid.uuid4().hex
+    return given if given and _REQUEST_ID.match(given) else secrets.token_hex(16)
 
 
 def _error_reply(exc: CortexError, request_id: str) -> Reply:
@@ -160,7 +168,7 @@ async def handle(request: Request) -> Response:
                 "request %s %s %s failed: %s (sqlstate %s)",
                 request_id,
                 request.method,
-                request.url.path,
+                request.scope['path'],
                 exc.message,
                 exc.sqlstate,
             )
@@ -172,7 +180,7 @@ async def handle(request: Request) -> Response:
             request_id,
         )
     except Exception:
-        logger.exception("request %s %s %s failed", request_id, request.method, request.url.path)
+        logger.exception("request %s %s %s failed", request_id, request.method, request.scope['path'])
         reply = _error_reply(
             CortexError(
                 500,

@@ -155,6 +155,8 @@ def call(conn: psycopg.Connection[Any], function: str, /, **args: Any) -> Any:
         with conn.cursor(row_factory=tuple_row) as cur:
             cur.execute(query, values)
             row = cur.fetchone()
+    except psycopg.OperationalError:
+        raise  # the connection, not the caller: workers reconnect, the edge answers 503
     except psycopg.Error as exc:
         raise from_db_error(exc) from exc
     return row[0] if row else None
@@ -167,6 +169,8 @@ def rows(conn: psycopg.Connection[Any], function: str, /, **args: Any) -> list[d
         with conn.cursor(row_factory=dict_row) as cur:
             cur.execute(query, values)
             return cur.fetchall()
+    except psycopg.OperationalError:
+        raise
     except psycopg.Error as exc:
         raise from_db_error(exc) from exc
 
@@ -178,6 +182,8 @@ async def acall(conn: psycopg.AsyncConnection[Any], function: str, /, **args: An
         async with conn.cursor(row_factory=tuple_row) as cur:
             await cur.execute(query, values)
             row = await cur.fetchone()
+    except psycopg.OperationalError:
+        raise
     except psycopg.Error as exc:
         raise from_db_error(exc) from exc
     return row[0] if row else None
@@ -231,9 +237,22 @@ def call_as(claims: Mapping[str, Any], function: str, /, **args: Any) -> Any:
 
 
 async def acall_as(claims: Mapping[str, Any], function: str, /, **args: Any) -> Any:
-    """`call_as` on the async pool: one transaction, one round trip for the claims, one call."""
-    async with async_as_caller(claims) as conn:
-        return await acall(conn, function, **args)
+    """`call_as` on the async pool in one network round trip: BEGIN, the claims, the call and
+    COMMIT go out together in pipeline mode, as one transaction (the hot path of every read)."""
+    query, values = _statement(function, args, set_returning=False)
+    pool = await get_async_pool()
+    async with pool.connection() as conn:
+        try:
+            async with conn.pipeline(), conn.transaction():
+                await conn.execute(_BECOME, (json.dumps(dict(claims)),))
+                cur = conn.cursor(row_factory=tuple_row)
+                await cur.execute(query, values)
+            row = await cur.fetchone()
+        except psycopg.OperationalError:
+            raise
+        except psycopg.Error as exc:
+            raise from_db_error(exc) from exc
+    return row[0] if row else None
 
 
 def agent_claims(tenant_id: str, agent: str) -> dict[str, str]:

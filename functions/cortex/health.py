@@ -6,6 +6,7 @@ Part of the core: every deployment needs them, and they know no capability.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.metadata
 import logging
 from typing import Any, Literal
@@ -60,6 +61,7 @@ class HealthDeep(HealthReady):
     llm_error: str | None = None
 
 
+@functools.cache
 def version() -> str:
     """This build's version (the installed distribution's, 0.0.0 from a bare checkout)."""
     try:
