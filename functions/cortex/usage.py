@@ -1,7 +1,7 @@
 """Token usage and daily budgets: thin calls to the SQL functions of the same names.
 
 The rules (rollup, thresholds, the per-agent lock that serialises spenders) live in
-supabase/migrations/20261122001000_budgets.sql. Recommendation thresholds, on the share of the
+supabase/migrations/20261122001000_usage_budgets.sql. Recommendation thresholds, on the share of the
 daily budget used once the operation is counted: <= 80 % proceed, <= 95 % use_haiku,
 <= 100 % defer, above 100 % alert_human (refused).
 """
