@@ -576,9 +576,9 @@ def test_two_agents_accepting_at_once_exactly_one_wins(
     tenant: Tenant, as_agent: AsAgent, admin: Any, dsn: str, contact: dict[str, Any]
 ) -> None:
     # Two who may accept it: the addressee and an admin (the system agent, what the service key acts as).
-    hid = create(as_agent, tenant, contact_id=contact["id"], to_agent="jasper", reason="warm_reply", context_summary="x")[
-        "id"
-    ]
+    hid = create(
+        as_agent, tenant, contact_id=contact["id"], to_agent="jasper", reason="warm_reply", context_summary="x"
+    )["id"]
     barrier = threading.Barrier(2)
     release = threading.Event()
     outcomes: dict[str, Any] = {}

@@ -449,3 +449,33 @@ end $$;
 comment on function cortex.apply_role_settings(text) is
   'Applies a role''s timeouts (statement_timeout, lock_timeout, idle_in_transaction_session_timeout from ALTER ROLE ... SET) to the current transaction, as PostgREST does for the role it impersonates; p_role defaults to the role the request runs as. Returns the settings applied.';
 grant execute on function cortex.apply_role_settings(text) to authenticated, service_role;
+
+-- Erasure --------------------------------------------------------------------------------------
+-- The interaction log and the handoffs (with their audit trail) are append-only for every role,
+-- the owner included (triggers in their migrations). They go with their contact or tenant (the
+-- cascades of `delete from cortex.contacts` / `cortex.tenants`: the erasure of a person or a
+-- client), or, for maintenance such as resetting a benchmark data set, inside a transaction that
+-- declared its erasure first with cortex.begin_erasure. API roles have no DELETE grant on these
+-- tables at all, and the declaration is refused to them.
+create or replace function cortex.begin_erasure(p_reason text) returns void
+language plpgsql volatile set search_path = '' as $$
+begin
+  if cortex.is_api_caller() then
+    raise exception 'only the owner may erase records' using errcode = '42501';
+  end if;
+  if nullif(btrim(p_reason), '') is null then
+    raise exception 'say why records are erased' using errcode = '22023', column = 'reason',
+      hint = 'for example: select cortex.begin_erasure(''benchmark reset'')';
+  end if;
+  perform pg_catalog.set_config('cortex.erasure', left(p_reason, 200), true);
+  raise log 'cortex: erasure declared by % for this transaction: %', session_user, p_reason;
+end $$;
+comment on function cortex.begin_erasure(text) is
+  'Owner only: allows DELETE of interactions and handoffs (with their audit rows) until the end of the current transaction, for a stated reason (logged). The documented maintenance path around the append-only triggers; erasing a contact or tenant needs no declaration.';
+
+create or replace function cortex.erasure_declared() returns boolean
+language sql stable set search_path = '' as $$
+  select coalesce(pg_catalog.current_setting('cortex.erasure', true), '') <> '' and not cortex.is_api_caller()
+$$;
+comment on function cortex.erasure_declared() is
+  'True inside a transaction of the owner that called cortex.begin_erasure (read by the append-only triggers).';

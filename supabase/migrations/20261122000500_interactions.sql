@@ -96,20 +96,22 @@ create trigger interactions_append_only before update on cortex.interactions
 
 -- Not even the owner deletes from the log. Rows go only with their contact (the erasure of a
 -- person: `delete from cortex.contacts`, which cascades) or their tenant (which cascades through
--- its contacts); that is the one documented erasure path. TRUNCATE is refused outright.
+-- its contacts), or in a transaction that declared an erasure (cortex.begin_erasure, the documented
+-- maintenance path; see the tenancy migration). TRUNCATE is refused outright.
 create or replace function cortex.interactions_no_delete() returns trigger
 language plpgsql set search_path = '' as $$
 begin
   if tg_op = 'DELETE'
-     and not exists (select from cortex.contacts c where c.tenant_id = old.tenant_id and c.id = old.contact_id) then
+     and (cortex.erasure_declared()
+          or not exists (select from cortex.contacts c where c.tenant_id = old.tenant_id and c.id = old.contact_id)) then
     return old;
   end if;
   raise exception 'interactions are append-only: they cannot be deleted'
     using errcode = '55000',
-          hint = 'interactions are removed only with their contact or tenant (erasure: delete the contact)';
+          hint = 'interactions go only with their contact or tenant (erasure), or after select cortex.begin_erasure(<reason>)';
 end $$;
 comment on function cortex.interactions_no_delete() is
-  'Trigger: refuses DELETE and TRUNCATE of interactions for every role, the owner included, except the cascade of a deleted contact or tenant (erasure).';
+  'Trigger: refuses DELETE and TRUNCATE of interactions for every role, the owner included (SQLSTATE 55000), except the cascade of a deleted contact or tenant, or a DELETE after cortex.begin_erasure.';
 create trigger interactions_no_delete before delete on cortex.interactions
   for each row execute function cortex.interactions_no_delete();
 create trigger interactions_no_truncate before truncate on cortex.interactions

@@ -254,16 +254,20 @@ create trigger handoff_events_audit after insert or update on cortex.handoff_eve
 create or replace function cortex.handoff_events_no_delete() returns trigger
 language plpgsql set search_path = '' as $$
 begin
+  -- The cascades of a tenant's deletion may reach handoffs before or after its contacts: either
+  -- parent gone means erasure.
   if tg_op = 'DELETE'
-     and not exists (select from cortex.contacts c where c.tenant_id = old.tenant_id and c.id = old.contact_id) then
+     and (cortex.erasure_declared()
+          or not exists (select from cortex.contacts c where c.tenant_id = old.tenant_id and c.id = old.contact_id)
+          or not exists (select from cortex.tenants t where t.id = old.tenant_id)) then
     return old;
   end if;
   raise exception 'handoffs cannot be deleted: they and their audit trail are the record'
     using errcode = '55000',
-          hint = 'reject or complete the handoff instead; handoffs go only with their contact or tenant (erasure)';
+          hint = 'reject or complete it instead; handoffs go only with their contact or tenant, or after cortex.begin_erasure';
 end $$;
 comment on function cortex.handoff_events_no_delete() is
-  'Trigger: refuses DELETE and TRUNCATE of handoffs for every role, the owner included, except the cascade of a deleted contact or tenant (erasure), so the audit trail cannot be removed with its handoff.';
+  'Trigger: refuses DELETE and TRUNCATE of handoffs for every role, the owner included (SQLSTATE 55000), except the cascade of a deleted contact or tenant or a DELETE after cortex.begin_erasure, so the audit trail cannot be removed with its handoff.';
 create trigger handoff_events_no_delete before delete on cortex.handoff_events
   for each row execute function cortex.handoff_events_no_delete();
 create trigger handoff_events_no_truncate before truncate on cortex.handoff_events
