@@ -144,6 +144,8 @@ def reset(dsn: str) -> dict[str, int]:
                     and not h.metadata ? 'bench'
                   order by h.created_at desc limit 1) l on true
                 where x.tenant_id = t.tenant_id and x.contact_id = t.contact_id""")
+            # The log and the handoffs are append-only: erasing the run's rows is declared (owner only).
+            conn.execute("select cortex.begin_erasure('benchmark reset')")
             handoffs_removed = conn.execute("delete from cortex.handoff_events where metadata ? 'bench'").rowcount
             usage_removed = conn.execute("delete from cortex.token_usage where created_at > %s", (watermark,)).rowcount
             jobs = conn.execute("delete from cortex.jobs").rowcount

@@ -104,6 +104,8 @@ def reset(dsn: str) -> dict[str, int]:
                 "delete from cortex.token_usage u using cortex.interactions i "
                 "where i.metadata ? 'bench' and u.tenant_id = i.tenant_id and u.interaction_id = i.id"
             )
+            # The log and the handoffs are append-only: erasing the run's rows is declared (owner only).
+            conn.execute("select cortex.begin_erasure('benchmark reset')")
             removed = conn.execute("delete from cortex.interactions where metadata ? 'bench'").rowcount
             conn.execute("""
                 update cortex.contacts c set interaction_count = a.n, first_touch_at = a.first_at,

@@ -561,8 +561,9 @@ def test_deleting_a_contact_or_tenant_takes_its_audit_trail_with_it(
 def test_two_agents_accepting_at_once_exactly_one_wins(
     tenant: Tenant, as_agent: AsAgent, admin: Any, dsn: str, contact: dict[str, Any]
 ) -> None:
+    # Two who may accept it: the addressee and an admin (the system agent, what the service key acts as).
     hid = create(
-        as_agent, tenant, contact_id=contact["id"], to_human_id="sales-pool", reason="warm_reply", context_summary="x"
+        as_agent, tenant, contact_id=contact["id"], to_agent="jasper", reason="warm_reply", context_summary="x"
     )["id"]
     barrier = threading.Barrier(2)
     release = threading.Event()
@@ -579,7 +580,7 @@ def test_two_agents_accepting_at_once_exactly_one_wins(
             except CortexError as exc:
                 outcomes[agent] = exc
 
-    threads = [threading.Thread(target=accept, args=(a,)) for a in ("jasper", "mia")]
+    threads = [threading.Thread(target=accept, args=(a,)) for a in ("jasper", "system")]
     for t in threads:
         t.start()
     deadline = time.monotonic() + 10

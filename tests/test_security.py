@@ -35,6 +35,17 @@ RULES: dict[str, tuple[str, str]] = {
            where n.nspname = 'public' and p.prosecdef""",
         "move security definer functions to the private schema cortex",
     ),
+    # Owner rights need the caller held to its tenant: a definer function an API role can execute
+    # either takes no tenant id (it reads the claims) or runs the one tenant guard.
+    "security_definer_guarded": (
+        f"""select p.oid::regprocedure::text from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+            where n.nspname in {OUR_SCHEMAS} and p.prosecdef
+              and (has_function_privilege('authenticated', p.oid, 'execute')
+                   or has_function_privilege('service_role', p.oid, 'execute'))
+              and 'p_tenant_id' = any (coalesce(p.proargnames, '{{}}'))
+              and p.prosrc !~ 'cortex\\.guard_(tenant|writer|acting_agent)\\(p_tenant_id'""",
+        "call cortex.guard_tenant(p_tenant_id) (or guard_writer / guard_acting_agent) first",
+    ),
     "views_security_invoker": (
         f"""select n.nspname || '.' || c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace
             where c.relkind = 'v' and n.nspname in {OUR_SCHEMAS}
@@ -124,11 +135,86 @@ def test_security_rule_holds(admin: Any, rule: str) -> None:
     assert offenders == [], f"{rule}: {fix}: {offenders}"
 
 
-def test_rules_catch_a_violation(admin: Any) -> None:
-    """The catalog queries do bite: a table without RLS and an undocumented function are found."""
-    admin.execute("create table public.leaky (tenant_id uuid not null primary key)")
-    admin.execute("create function public.unsafe() returns int language sql as 'select 1'")
-    rls = [next(iter(r.values())) for r in admin.execute(RULES["rls_enabled"][0]).fetchall()]  # type: ignore[arg-type]
-    path = [next(iter(r.values())) for r in admin.execute(RULES["function_search_path_fixed"][0]).fetchall()]  # type: ignore[arg-type]
-    assert "public.leaky" in rls
-    assert "unsafe()" in path
+# One violating object per rule (created in this test's own database) and a name the rule must report.
+VIOLATIONS: dict[str, tuple[list[str], str]] = {
+    "rls_enabled": (
+        ["create table public.leaky (tenant_id uuid not null primary key)", "comment on table public.leaky is 'x'"],
+        "public.leaky",
+    ),
+    "function_search_path_fixed": (
+        ["create function public.unsafe() returns int language sql as 'select 1'"],
+        "unsafe()",
+    ),
+    "security_definer_not_executable_by_anon": (
+        [
+            "create function cortex.sd_anon() returns int language sql security definer"
+            " set search_path = '' as 'select 1'",
+            "grant execute on function cortex.sd_anon() to anon",
+        ],
+        "sd_anon()",
+    ),
+    "security_definer_not_in_exposed_schema": (
+        [
+            "create function public.sd_pub() returns int language sql security definer"
+            " set search_path = '' as 'select 1'"
+        ],
+        "sd_pub()",
+    ),
+    "security_definer_guarded": (
+        [
+            "create function cortex.sd_unguarded(p_tenant_id uuid) returns int language sql security definer"
+            " set search_path = '' as 'select 1'",
+            "grant execute on function cortex.sd_unguarded(uuid) to authenticated",
+        ],
+        "sd_unguarded(uuid)",
+    ),
+    "views_security_invoker": (["create view public.leaky_view as select 1 as x"], "public.leaky_view"),
+    "extensions_not_in_public": (["create extension citext with schema public"], "citext"),
+    "no_function_executable_by_public": (
+        [
+            "create function public.open_fn() returns int language sql set search_path = '' as 'select 1'",
+            "grant execute on function public.open_fn() to public",
+        ],
+        "open_fn()",
+    ),
+    "api_functions_not_executable_by_anon": (
+        [
+            "create function public.anon_fn() returns int language sql set search_path = '' as 'select 1'",
+            "grant execute on function public.anon_fn() to anon",
+        ],
+        "anon_fn()",
+    ),
+    "every_function_documented": (
+        ["create function public.undocumented() returns int language sql set search_path = '' as 'select 1'"],
+        "undocumented()",
+    ),
+    "every_table_documented": (["create table cortex.undoc (tenant_id uuid not null primary key)"], "cortex.undoc"),
+    "policies_to_authenticated_with_wrapped_calls": (
+        ['create policy "Leaky" on cortex.contacts for select to anon using (tenant_id = cortex.current_tenant())'],
+        "cortex.contacts: Leaky",
+    ),
+    "tables_not_granted_to_anon": (["grant select on cortex.contacts to anon"], "cortex.contacts"),
+    "keys_include_tenant_id": (
+        ["create table cortex.nokey (id int primary key, tenant_id uuid not null)"],
+        "cortex.nokey: nokey_pkey",
+    ),
+    "every_table_has_tenant_id": (["create table cortex.notenant (id int primary key)"], "cortex.notenant"),
+    "tenant_policy_columns_indexed": (
+        ["create table cortex.noindex (tenant_id uuid not null, id int)"],
+        "cortex.noindex",
+    ),
+}
+
+
+def test_every_rule_has_a_violation_to_catch() -> None:
+    assert set(VIOLATIONS) == set(RULES)
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_rule_catches_a_violation(admin: Any, rule: str) -> None:
+    """The catalog queries do bite: a violating object made for the rule is reported by it."""
+    statements, offender = VIOLATIONS[rule]
+    for statement in statements:
+        admin.execute(statement)
+    found = [str(next(iter(r.values()))) for r in admin.execute(RULES[rule][0]).fetchall()]  # type: ignore[arg-type]
+    assert any(f == offender or f.endswith("." + offender) for f in found), (rule, found)

@@ -51,11 +51,21 @@ comment on function cortex.check_time_zone() is 'Trigger: rejects a tenant time 
 create trigger tenants_time_zone before insert or update of time_zone on cortex.tenants
   for each row execute function cortex.check_time_zone();
 
+-- Vocabularies are defined once, as immutable functions: the CHECK constraints, the functions'
+-- validation (cortex.check_enum) and the Python Literals' parity test (tests/test_vocabularies.py)
+-- all read the same list.
+create or replace function cortex.agent_roles() returns text[]
+language sql immutable parallel safe set search_path = '' as $$
+  select array['agent', 'monitor', 'admin']
+$$;
+comment on function cortex.agent_roles() is
+  'Allowed agent roles: agent, monitor (receives the tenant''s alerts; helios), admin (may act for other agents; the system agent).';
+
 create table cortex.agents (
   tenant_id uuid not null references cortex.tenants (id) on delete cascade,
   name text not null check (name ~ '^[a-z][a-z0-9_-]{0,62}$'),
   display_name text,
-  role text not null default 'agent' check (role in ('agent', 'monitor', 'admin')),
+  role text not null default 'agent' check (role = any (cortex.agent_roles())),
   read_only boolean not null default false,
   enabled boolean not null default true,
   created_at timestamptz not null default now(),
@@ -174,8 +184,105 @@ begin
 end $$;
 comment on function cortex.require_writer() is 'Name of the calling agent if it may write; SQLSTATE 42501 for a read-only or disabled agent.';
 revoke execute on function cortex.require_writer(), cortex.agent_can_write() from public, anon;
+
+-- Validation shared by every function ---------------------------------------------------------
+
+create or replace function cortex.check_enum(p_field text, p_value text, p_allowed text[]) returns text
+language plpgsql immutable set search_path = '' as $$
+begin
+  if p_value is not null and not (p_value = any (p_allowed)) then
+    raise exception '% must be one of: %', p_field, array_to_string(p_allowed, ', ')
+      using errcode = '22023', column = p_field, detail = format('got "%s"', left(p_value, 100));
+  end if;
+  return p_value;
+end $$;
+comment on function cortex.check_enum(text, text, text[]) is 'Returns p_value if allowed (or null), else SQLSTATE 22023 naming the field and the allowed values.';
+
+grant execute on function cortex.check_enum(text, text, text[]) to authenticated, service_role;
+
+-- The one tenant guard ------------------------------------------------------------------------
+-- Functions that take a tenant id (the security definer helpers, the worker's functions) are
+-- called both by API callers (inside a public function, as authenticated) and by the worker or an
+-- operator (the owner, no claims). SECURITY DEFINER changes current_user but not the `role`
+-- setting: SET ROLE (PostgREST's set_config('role', ..., true), and our HTTP edge's) stays visible
+-- inside definer functions, so the role a request runs as is `role`, or the session user when no
+-- SET ROLE was done. The API roles are Supabase's anon, authenticated and service_role, and the
+-- login role PostgREST connects as (authenticator), which must never count as the owner.
+
+create or replace function cortex.caller_role() returns text
+language sql stable set search_path = '' as $$
+  select coalesce(nullif(pg_catalog.current_setting('role', true), 'none'), session_user::text)
+$$;
+comment on function cortex.caller_role() is
+  'The role the request runs as before any SECURITY DEFINER switch: the SET ROLE target, else the session user.';
+
+create or replace function cortex.is_api_caller() returns boolean
+language sql stable set search_path = '' as $$
+  select cortex.caller_role() in ('anon', 'authenticated', 'service_role', 'authenticator')
+$$;
+comment on function cortex.is_api_caller() is
+  'True when the request runs as an API role (anon, authenticated, service_role, or authenticator itself): its claims decide what it may do. False for the owner and the worker.';
+
+create or replace function cortex.guard_tenant(p_tenant_id uuid) returns boolean
+language plpgsql stable set search_path = '' as $$
+declare v_claim uuid := cortex.current_tenant();
+begin
+  if v_claim is null then
+    if cortex.is_api_caller() then
+      raise exception 'no tenant in the request claims'
+        using errcode = '28000',
+              hint = 'authenticate with an agent key or a JWT carrying tenant_id and agent';
+    end if;
+    return false;
+  end if;
+  if p_tenant_id is distinct from v_claim then
+    raise exception 'the request''s tenant cannot act on another tenant'
+      using errcode = '42501', column = 'tenant_id',
+            hint = 'an API caller only ever works on the tenant of its claims';
+  end if;
+  return cortex.is_api_caller();
+end $$;
+comment on function cortex.guard_tenant(uuid) is
+  'The one tenant guard of every function that takes a tenant id. An API caller (cortex.is_api_caller) needs a tenant claim (else SQLSTATE 28000) equal to p_tenant_id (else 42501); a caller with a tenant claim is held to it whatever its role; the owner or worker without claims passes. Returns true when the caller is an API caller, so the function applies the public functions'' rules too (cortex.guard_writer, cortex.guard_acting_agent).';
+
+create or replace function cortex.guard_writer(p_tenant_id uuid) returns boolean
+language plpgsql stable set search_path = '' as $$
+begin
+  if cortex.guard_tenant(p_tenant_id) then
+    perform cortex.require_writer();
+    return true;
+  end if;
+  return false;
+end $$;
+comment on function cortex.guard_writer(uuid) is
+  'cortex.guard_tenant, and for an API caller also cortex.require_writer (SQLSTATE 42501 for a read-only or disabled agent, 28000 without an agent). Returns true when the caller is an API caller.';
+
+create or replace function cortex.caller_is_admin() returns boolean
+language sql stable set search_path = '' as $$
+  select coalesce((select a.role = 'admin' and a.enabled from cortex.agents a
+                   where a.tenant_id = cortex.current_tenant() and a.name = cortex.current_agent()), false)
+$$;
+comment on function cortex.caller_is_admin() is
+  'True when the calling agent (claims) is an enabled admin of its tenant (the system agent, what the service key acts as).';
+
+create or replace function cortex.guard_acting_agent(p_tenant_id uuid, p_agent text, p_field text default 'agent')
+returns void
+language plpgsql stable set search_path = '' as $$
+begin
+  if cortex.guard_tenant(p_tenant_id) and p_agent is distinct from cortex.current_agent()
+     and not cortex.caller_is_admin() then
+    raise exception 'agent "%" cannot act for agent "%"', cortex.current_agent(), left(p_agent, 100)
+      using errcode = '42501', column = p_field,
+            hint = 'an agent records its own work; only an admin agent may act for another';
+  end if;
+end $$;
+comment on function cortex.guard_acting_agent(uuid, text, text) is
+  'cortex.guard_tenant, and for an API caller: p_agent must be the calling agent unless the caller is an admin (SQLSTATE 42501 naming p_field).';
+
 grant execute on function cortex.jwt_claims(), cortex.current_tenant(), cortex.current_agent(),
-  cortex.require_tenant(), cortex.require_writer(), cortex.agent_can_write() to authenticated, service_role;
+  cortex.require_tenant(), cortex.require_writer(), cortex.agent_can_write(), cortex.caller_role(),
+  cortex.is_api_caller(), cortex.guard_tenant(uuid), cortex.guard_writer(uuid), cortex.caller_is_admin(),
+  cortex.guard_acting_agent(uuid, text, text) to authenticated, service_role;
 
 -- RLS ----------------------------------------------------------------------------------------
 alter table cortex.tenants enable row level security;
@@ -249,3 +356,126 @@ language sql volatile set search_path = '' as $$
   limit 1
 $$;
 comment on function cortex.authenticate_key(text) is 'Claims (tenant_id, agent) for a live API key of an enabled agent, or null.';
+
+-- Tenants and agents (operators, as the owner) -----------------------------------------------
+-- A tenant starts with a 'system' agent (role admin): what the service key and the worker act as.
+-- Its model prices are seeded by a trigger of the usage migration (cortex.seed_model_prices).
+
+create or replace function cortex.create_tenant(p_name text, p_slug text, p_time_zone text default 'UTC')
+returns uuid
+language plpgsql volatile set search_path = '' as $$
+declare v_id uuid;
+begin
+  insert into cortex.tenants (name, slug, time_zone) values (p_name, p_slug, coalesce(p_time_zone, 'UTC'))
+  returning id into v_id;
+  insert into cortex.agents (tenant_id, name, display_name, role) values (v_id, 'system', 'Cortex system', 'admin');
+  insert into cortex.agent_config (tenant_id, agent) values (v_id, 'system');
+  return v_id;
+end $$;
+comment on function cortex.create_tenant(text, text, text) is
+  'Creates a tenant with its system agent (role admin); default model prices come with it (trigger of the usage migration). Returns its id.';
+
+create or replace function cortex.create_agent(
+  p_tenant_id uuid, p_name text, p_display_name text default null, p_role text default 'agent',
+  p_read_only boolean default false, p_max_input_tokens int default 2000, p_daily_token_budget int default 100000
+) returns text
+language plpgsql volatile set search_path = '' as $$
+begin
+  perform cortex.check_enum('role', coalesce(p_role, 'agent'), cortex.agent_roles());
+  insert into cortex.agents (tenant_id, name, display_name, role, read_only)
+  values (p_tenant_id, p_name, p_display_name, coalesce(p_role, 'agent'), coalesce(p_read_only, false))
+  on conflict (tenant_id, name) do update
+    set display_name = excluded.display_name, role = excluded.role, read_only = excluded.read_only;
+  insert into cortex.agent_config (tenant_id, agent, max_input_tokens, daily_token_budget)
+  values (p_tenant_id, p_name, p_max_input_tokens, p_daily_token_budget)
+  on conflict (tenant_id, agent) do update
+    set max_input_tokens = excluded.max_input_tokens, daily_token_budget = excluded.daily_token_budget;
+  return p_name;
+end $$;
+comment on function cortex.create_agent(uuid, text, text, text, boolean, int, int) is
+  'Creates or updates an agent and its budget configuration (idempotent); SQLSTATE 22023 naming role for an unknown role.';
+
+-- Timeouts of the API roles ------------------------------------------------------------------
+-- Our slowest API call is ~25 ms at p95 (docs/benchmarks.md); worker jobs run as the owner and are
+-- not limited here. Supabase's defaults are statement_timeout 3 s for anon and 8 s for
+-- authenticated (service_role: none, so authenticator's 8 s), no lock_timeout and no
+-- idle_in_transaction_session_timeout; these replace them:
+--   authenticated  statement 5 s (200x the p95: a cold cache or a level-3 context still fits; a
+--                  runaway query cannot pin a pooled connection for long), lock 2 s (our locks, the
+--                  contact row and the per-agent budget lock, are held for milliseconds; a longer
+--                  wait means a stuck holder, so fail with 55P03 instead of queueing behind it), idle
+--                  in transaction 10 s (a request's transaction holds no model call: the HTTP edge
+--                  calls models with no connection held, PostgREST never idles).
+--   anon           statement 1 s, lock 1 s, idle 5 s: anon may execute nothing of ours.
+--   service_role   statement 30 s, lock 5 s, idle 30 s: operators' scripts through PostgREST (bulk
+--                  work belongs to the worker, as the owner).
+-- ALTER ROLE settings apply when a session logs in as the role; anon, authenticated and service_role
+-- never log in. PostgREST applies the impersonated role's settings (SET LOCAL) on each request;
+-- the HTTP edge does the same with cortex.apply_role_settings. Role settings are cluster-wide
+-- (roles are), as on Supabase.
+alter role authenticated set statement_timeout = '5s';
+alter role authenticated set lock_timeout = '2s';
+alter role authenticated set idle_in_transaction_session_timeout = '10s';
+alter role anon set statement_timeout = '1s';
+alter role anon set lock_timeout = '1s';
+alter role anon set idle_in_transaction_session_timeout = '5s';
+alter role service_role set statement_timeout = '30s';
+alter role service_role set lock_timeout = '5s';
+alter role service_role set idle_in_transaction_session_timeout = '30s';
+
+create or replace function cortex.apply_role_settings(p_role text default null) returns jsonb
+language plpgsql volatile set search_path = '' as $$
+declare
+  v_role text := coalesce(p_role, cortex.caller_role());
+  v_settings jsonb := '{}';
+  v_item text;
+begin
+  -- As PostgREST does for the role it impersonates: the role's settings for any database, then
+  -- those for this database, each SET LOCAL (they end with the transaction).
+  for v_item in
+    select unnest(s.setconfig)
+    from pg_catalog.pg_db_role_setting s join pg_catalog.pg_roles r on r.oid = s.setrole
+    where r.rolname = v_role
+      and s.setdatabase in (0, (select d.oid from pg_catalog.pg_database d where d.datname = pg_catalog.current_database()))
+    order by s.setdatabase
+  loop
+    if split_part(v_item, '=', 1) in ('statement_timeout', 'lock_timeout', 'idle_in_transaction_session_timeout') then
+      perform pg_catalog.set_config(split_part(v_item, '=', 1), substr(v_item, strpos(v_item, '=') + 1), true);
+      v_settings := v_settings || jsonb_build_object(split_part(v_item, '=', 1), substr(v_item, strpos(v_item, '=') + 1));
+    end if;
+  end loop;
+  return v_settings;
+end $$;
+comment on function cortex.apply_role_settings(text) is
+  'Applies a role''s timeouts (statement_timeout, lock_timeout, idle_in_transaction_session_timeout from ALTER ROLE ... SET) to the current transaction, as PostgREST does for the role it impersonates; p_role defaults to the role the request runs as. Returns the settings applied.';
+grant execute on function cortex.apply_role_settings(text) to authenticated, service_role;
+
+-- Erasure --------------------------------------------------------------------------------------
+-- The interaction log and the handoffs (with their audit trail) are append-only for every role,
+-- the owner included (triggers in their migrations). They go with their contact or tenant (the
+-- cascades of `delete from cortex.contacts` / `cortex.tenants`: the erasure of a person or a
+-- client), or, for maintenance such as resetting a benchmark data set, inside a transaction that
+-- declared its erasure first with cortex.begin_erasure. API roles have no DELETE grant on these
+-- tables at all, and the declaration is refused to them.
+create or replace function cortex.begin_erasure(p_reason text) returns void
+language plpgsql volatile set search_path = '' as $$
+begin
+  if cortex.is_api_caller() then
+    raise exception 'only the owner may erase records' using errcode = '42501';
+  end if;
+  if nullif(btrim(p_reason), '') is null then
+    raise exception 'say why records are erased' using errcode = '22023', column = 'reason',
+      hint = 'for example: select cortex.begin_erasure(''benchmark reset'')';
+  end if;
+  perform pg_catalog.set_config('cortex.erasure', left(p_reason, 200), true);
+  raise log 'cortex: erasure declared by % for this transaction: %', session_user, p_reason;
+end $$;
+comment on function cortex.begin_erasure(text) is
+  'Owner only: allows DELETE of interactions and handoffs (with their audit rows) until the end of the current transaction, for a stated reason (logged). The documented maintenance path around the append-only triggers; erasing a contact or tenant needs no declaration.';
+
+create or replace function cortex.erasure_declared() returns boolean
+language sql stable set search_path = '' as $$
+  select coalesce(pg_catalog.current_setting('cortex.erasure', true), '') <> '' and not cortex.is_api_caller()
+$$;
+comment on function cortex.erasure_declared() is
+  'True inside a transaction of the owner that called cortex.begin_erasure (read by the append-only triggers).';

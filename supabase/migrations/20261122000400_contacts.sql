@@ -1,5 +1,11 @@
 -- Contacts: every person or company the agents talk to. One row per (tenant, normalised email).
 
+create or replace function cortex.contact_stages() returns text[]
+language sql immutable parallel safe set search_path = '' as $$
+  select array['prospect', 'qualified', 'opportunity', 'customer', 'churning', 'lost', 'recovered']
+$$;
+comment on function cortex.contact_stages() is 'The allowed contact stages, the lifecycle (used by the table''s check constraint and every function''s validation).';
+
 create table cortex.contacts (
   tenant_id uuid not null references cortex.tenants (id) on delete cascade,
   id uuid not null default gen_random_uuid(),
@@ -7,8 +13,7 @@ create table cortex.contacts (
   name text check (length(name) <= 500),
   company_name text check (length(company_name) <= 500),
   phone text check (length(phone) <= 50),
-  stage text not null default 'prospect'
-    check (stage in ('prospect', 'qualified', 'opportunity', 'customer', 'churning', 'lost', 'recovered')),
+  stage text not null default 'prospect' check (stage = any (cortex.contact_stages())),
   source text check (length(source) <= 100),
   owner_agent text,
   owner_human_id text check (length(owner_human_id) <= 200),
@@ -70,17 +75,6 @@ grant select, insert, update on cortex.contacts to authenticated;
 
 -- Validation helpers shared by every API function -------------------------------------------
 
-create or replace function cortex.check_enum(p_field text, p_value text, p_allowed text[]) returns text
-language plpgsql immutable set search_path = '' as $$
-begin
-  if p_value is not null and not (p_value = any (p_allowed)) then
-    raise exception '% must be one of: %', p_field, array_to_string(p_allowed, ', ')
-      using errcode = '22023', column = p_field, detail = format('got "%s"', left(p_value, 100));
-  end if;
-  return p_value;
-end $$;
-comment on function cortex.check_enum(text, text, text[]) is 'Returns p_value if allowed (or null), else SQLSTATE 22023 naming the field and the allowed values.';
-
 create or replace function cortex.normalise_email(p_email text) returns text
 language plpgsql immutable set search_path = '' as $$
 declare e text := lower(btrim(p_email));
@@ -96,9 +90,12 @@ begin
 end $$;
 comment on function cortex.normalise_email(text) is 'Lower-cased, trimmed email, or SQLSTATE 22023 naming the email field.';
 
+-- Security invoker: under RLS an API caller sees its own tenant's agents only, and the guard
+-- refuses any other tenant id outright, so an answer never tells whether a name exists elsewhere.
 create or replace function cortex.check_agent(p_tenant_id uuid, p_agent text, p_field text) returns text
-language plpgsql stable security definer set search_path = '' as $$
+language plpgsql stable set search_path = '' as $$
 begin
+  perform cortex.guard_tenant(p_tenant_id);
   if p_agent is not null and not exists (
       select from cortex.agents a where a.tenant_id = p_tenant_id and a.name = p_agent) then
     raise exception 'unknown agent "%"', left(p_agent, 100) using errcode = '22023', column = p_field;
@@ -106,13 +103,8 @@ begin
   return p_agent;
 end $$;
 comment on function cortex.check_agent(uuid, text, text) is
-  'Returns the agent name if it exists in the tenant (or null), else SQLSTATE 22023 naming p_field (owner_agent, agent, ...).';
-
-create or replace function cortex.contact_stages() returns text[]
-language sql immutable set search_path = '' as $$
-  select array['prospect', 'qualified', 'opportunity', 'customer', 'churning', 'lost', 'recovered']
-$$;
-comment on function cortex.contact_stages() is 'The allowed contact stages (the same list as the table''s check constraint).';
+  'Returns the agent name if it exists in the tenant (or null), else SQLSTATE 22023 naming p_field (owner_agent, agent, ...). '
+  'An API caller may ask about its own tenant only (cortex.guard_tenant: 28000 without a tenant claim, 42501 for another tenant).';
 
 create or replace function cortex.contact_json(c cortex.contacts) returns jsonb
 language sql stable set search_path = '' as $$
@@ -134,7 +126,7 @@ begin
 end $$;
 comment on function cortex.contact_not_found(uuid) is 'Raises the one "unknown contact" error (SQLSTATE P0002, with how to create it).';
 
-grant execute on function cortex.check_enum(text, text, text[]), cortex.normalise_email(text),
+grant execute on function cortex.normalise_email(text),
   cortex.check_agent(uuid, text, text), cortex.contact_stages(), cortex.contact_json(cortex.contacts),
   cortex.contact_not_found(uuid) to authenticated, service_role;
 

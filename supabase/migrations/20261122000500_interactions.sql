@@ -2,29 +2,58 @@
 -- Raw fields never change after insert; the analysis (summary, key points, sentiment, intent,
 -- token count) is written once, either with the row (HTTP path) or later by the worker.
 
+create or replace function cortex.interaction_types() returns text[]
+language sql immutable parallel safe set search_path = '' as $$
+  select array['email_sent', 'email_received', 'ticket_opened', 'ticket_resolved', 'call', 'note',
+               'order_placed', 'refund_processed', 'nudge_sent', 'sequence_started', 'sequence_completed']
+$$;
+comment on function cortex.interaction_types() is 'Allowed interaction types (the table''s check constraint).';
+
+create or replace function cortex.sentiments() returns text[]
+language sql immutable parallel safe set search_path = '' as $$
+  select array['positive', 'neutral', 'negative', 'escalation']
+$$;
+comment on function cortex.sentiments() is 'Allowed sentiments of an interaction (seed 000).';
+
+create or replace function cortex.intents() returns text[]
+language sql immutable parallel safe set search_path = '' as $$
+  select array['question', 'complaint', 'complaint_resolved', 'purchase_intent', 'churn_risk', 'info_request',
+               'scheduling', 'feedback', 'other']
+$$;
+comment on function cortex.intents() is 'Allowed intents of an interaction.';
+
+create or replace function cortex.interaction_directions() returns text[]
+language sql immutable parallel safe set search_path = '' as $$
+  select array['inbound', 'outbound']
+$$;
+comment on function cortex.interaction_directions() is 'Allowed interaction directions.';
+
+create or replace function cortex.analysis_statuses() returns text[]
+language sql immutable parallel safe set search_path = '' as $$
+  select array['pending', 'done']
+$$;
+comment on function cortex.analysis_statuses() is 'Allowed analysis statuses of an interaction: pending until its analysis is written once, then done.';
+
 create table cortex.interactions (
   tenant_id uuid not null,
   id uuid not null default gen_random_uuid(),
   contact_id uuid not null,
   agent text not null check (agent ~ '^[a-z][a-z0-9_-]{0,62}$'),
   human_id text check (length(human_id) <= 200),
-  type text not null check (type in ('email_sent', 'email_received', 'ticket_opened', 'ticket_resolved', 'call',
-                                     'note', 'order_placed', 'refund_processed', 'nudge_sent',
-                                     'sequence_started', 'sequence_completed')),
-  direction text check (direction in ('inbound', 'outbound')),
+  type text not null check (type = any (cortex.interaction_types())),
+  direction text check (direction = any (cortex.interaction_directions())),
   subject text check (length(subject) <= 1000),
   raw_content text check (length(raw_content) <= 1000000),
   summary text,
-  sentiment text check (sentiment in ('positive', 'neutral', 'negative', 'escalation')),
+  sentiment text check (sentiment = any (cortex.sentiments())),
   key_points text[],
-  intent text check (intent in ('question', 'complaint', 'complaint_resolved', 'purchase_intent', 'churn_risk',
-                                'info_request', 'scheduling', 'feedback', 'other')),
+  intent text check (intent = any (cortex.intents())),
   external_id text check (length(external_id) <= 200),
   campaign_id text check (length(campaign_id) <= 200),
   thread_id text check (length(thread_id) <= 200),
   metadata jsonb not null default '{}' check (jsonb_typeof(metadata) = 'object'),
   token_count int check (token_count >= 0),
-  analysis_status text not null default 'pending' check (analysis_status in ('pending', 'done')),
+  analysis_status text not null default 'pending' check (analysis_status = any (cortex.analysis_statuses())),
   analysis_model text,
   analysed_at timestamptz,
   -- Wall clock, not transaction start: several interactions logged in one transaction keep their order.
@@ -65,6 +94,29 @@ comment on function cortex.interactions_append_only() is 'Trigger: recorded fiel
 create trigger interactions_append_only before update on cortex.interactions
   for each row execute function cortex.interactions_append_only();
 
+-- Not even the owner deletes from the log. Rows go only with their contact (the erasure of a
+-- person: `delete from cortex.contacts`, which cascades) or their tenant (which cascades through
+-- its contacts), or in a transaction that declared an erasure (cortex.begin_erasure, the documented
+-- maintenance path; see the tenancy migration). TRUNCATE is refused outright.
+create or replace function cortex.interactions_no_delete() returns trigger
+language plpgsql set search_path = '' as $$
+begin
+  if tg_op = 'DELETE'
+     and (cortex.erasure_declared()
+          or not exists (select from cortex.contacts c where c.tenant_id = old.tenant_id and c.id = old.contact_id)) then
+    return old;
+  end if;
+  raise exception 'interactions are append-only: they cannot be deleted'
+    using errcode = '55000',
+          hint = 'interactions go only with their contact or tenant (erasure), or after select cortex.begin_erasure(<reason>)';
+end $$;
+comment on function cortex.interactions_no_delete() is
+  'Trigger: refuses DELETE and TRUNCATE of interactions for every role, the owner included (SQLSTATE 55000), except the cascade of a deleted contact or tenant, or a DELETE after cortex.begin_erasure.';
+create trigger interactions_no_delete before delete on cortex.interactions
+  for each row execute function cortex.interactions_no_delete();
+create trigger interactions_no_truncate before truncate on cortex.interactions
+  for each statement execute function cortex.interactions_no_delete();
+
 alter table cortex.interactions enable row level security;
 create policy "Interactions are visible to agents of their tenant" on cortex.interactions
   for select to authenticated using (tenant_id = (select cortex.current_tenant()));
@@ -73,26 +125,6 @@ create policy "Writing agents log interactions in their tenant" on cortex.intera
   with check (tenant_id = (select cortex.current_tenant()) and (select cortex.agent_can_write()));
 -- No update or delete grant for any API role: the log is append-only.
 grant select, insert on cortex.interactions to authenticated;
-
-create or replace function cortex.interaction_types() returns text[]
-language sql immutable set search_path = '' as $$
-  select array['email_sent', 'email_received', 'ticket_opened', 'ticket_resolved', 'call', 'note',
-               'order_placed', 'refund_processed', 'nudge_sent', 'sequence_started', 'sequence_completed']
-$$;
-comment on function cortex.interaction_types() is 'Allowed interaction types (the table''s check constraint).';
-
-create or replace function cortex.sentiments() returns text[]
-language sql immutable set search_path = '' as $$
-  select array['positive', 'neutral', 'negative', 'escalation']
-$$;
-comment on function cortex.sentiments() is 'Allowed sentiments.';
-
-create or replace function cortex.intents() returns text[]
-language sql immutable set search_path = '' as $$
-  select array['question', 'complaint', 'complaint_resolved', 'purchase_intent', 'churn_risk', 'info_request',
-               'scheduling', 'feedback', 'other']
-$$;
-comment on function cortex.intents() is 'Allowed intents.';
 
 -- Whether an interaction changes what an agent should know enough to regenerate context now.
 create or replace function cortex.is_significant(p_type text, p_sentiment text, p_intent text) returns boolean
@@ -105,7 +137,8 @@ comment on function cortex.is_significant(text, text, text) is
   'True for interactions that should regenerate working context at once (orders, refunds, tickets, negative sentiment, churn or purchase intent).';
 
 grant execute on function cortex.interaction_types(), cortex.sentiments(), cortex.intents(),
-  cortex.is_significant(text, text, text) to authenticated, service_role;
+  cortex.interaction_directions(), cortex.analysis_statuses(), cortex.is_significant(text, text, text)
+  to authenticated, service_role;
 
 create or replace function cortex.interaction_json(i cortex.interactions, p_include_raw boolean) returns jsonb
 language sql stable set search_path = '' as $$
@@ -132,10 +165,9 @@ declare
   v_tokens int;
   v_refresh boolean;
 begin
-  -- Definer (API roles cannot update the log), so it checks the tenant itself.
-  if cortex.current_tenant() is not null and p_tenant_id is distinct from cortex.current_tenant() then
-    raise exception 'interaction belongs to another tenant' using errcode = '42501';
-  end if;
+  -- Definer (API roles cannot update the log): the rules of log_interaction, a writing agent of
+  -- the tenant (its usage, recorded below, is held to the caller by record_token_usage).
+  perform cortex.guard_writer(p_tenant_id);
   if p_analysis is null or jsonb_typeof(p_analysis) <> 'object' then
     raise exception 'analysis must be a JSON object' using errcode = '22023', column = 'analysis';
   end if;
@@ -173,9 +205,33 @@ begin
   return jsonb_build_object('token_usage', v_usage, 'context_refresh_triggered', v_refresh);
 end $$;
 comment on function cortex.record_interaction_analysis(uuid, uuid, jsonb, jsonb) is
-  'Writes an interaction''s analysis once (summary, key_points, sentiment, intent), records the model call in token_usage, and queues a context refresh when the interaction is significant.';
+  'Writes an interaction''s analysis once (summary, key_points, sentiment, intent), records the model call in token_usage, and queues a context refresh when the interaction is significant. '
+  'An API caller must be a writing agent of p_tenant_id (cortex.guard_writer), recording usage for itself unless admin.';
 revoke execute on function cortex.record_interaction_analysis(uuid, uuid, jsonb, jsonb) from public, anon;
 grant execute on function cortex.record_interaction_analysis(uuid, uuid, jsonb, jsonb) to authenticated;
+
+-- The PostgREST path's summary job. Definer (API roles cannot queue jobs themselves): it queues
+-- only a summary of an interaction of the caller's tenant that still waits for one.
+create or replace function cortex.queue_interaction_summary(p_tenant_id uuid, p_interaction_id uuid) returns bigint
+language plpgsql volatile security definer set search_path = '' as $$
+declare v_row cortex.interactions;
+begin
+  perform cortex.guard_writer(p_tenant_id);
+  select * into v_row from cortex.interactions i where i.tenant_id = p_tenant_id and i.id = p_interaction_id;
+  if not found then
+    raise exception 'interaction % not found', p_interaction_id
+      using errcode = 'P0002', column = 'interaction_id', hint = 'log the interaction first (log_interaction)';
+  end if;
+  if v_row.analysis_status <> 'pending' then
+    return null;  -- already analysed: nothing to queue
+  end if;
+  return cortex.enqueue_job(p_tenant_id, 'summarise_interaction',
+    jsonb_build_object('interaction_id', v_row.id, 'agent', v_row.agent), v_row.id::text);
+end $$;
+comment on function cortex.queue_interaction_summary(uuid, uuid) is
+  'Queues the summarise_interaction job of a pending interaction (once; null when already analysed). An API caller must be a writing agent of p_tenant_id (cortex.guard_writer); P0002 naming interaction_id when unknown.';
+revoke execute on function cortex.queue_interaction_summary(uuid, uuid) from public, anon;
+grant execute on function cortex.queue_interaction_summary(uuid, uuid) to authenticated;
 
 create or replace function public.log_interaction(
   contact_id uuid,
@@ -212,7 +268,7 @@ begin
     raise exception 'type is required' using errcode = '22023', column = 'type';
   end if;
   perform cortex.check_enum('type', log_interaction.type, cortex.interaction_types());
-  perform cortex.check_enum('direction', log_interaction.direction, array['inbound', 'outbound']);
+  perform cortex.check_enum('direction', log_interaction.direction, cortex.interaction_directions());
   perform cortex.check_enum('sentiment', log_interaction.sentiment, cortex.sentiments());
   perform cortex.check_enum('intent', log_interaction.intent, cortex.intents());
   -- An agent logs as itself, or on behalf of a named human.
@@ -268,11 +324,11 @@ begin
       'summary', log_interaction.summary, 'key_points', to_jsonb(coalesce(log_interaction.key_points, '{}')),
       'sentiment', coalesce(log_interaction.sentiment, 'neutral'), 'intent', coalesce(log_interaction.intent, 'other')),
       case when usage is null then null
-           else usage || jsonb_build_object('agent', v_agent, 'contact_id', log_interaction.contact_id) end);
+           -- The model call was the caller's, also when it logs on behalf of a human.
+           else usage || jsonb_build_object('agent', v_caller, 'contact_id', log_interaction.contact_id) end);
   else
     -- The worker summarises it; the job is queued in this transaction, so it cannot be lost.
-    perform cortex.enqueue_job(v_tenant, 'summarise_interaction',
-      jsonb_build_object('interaction_id', v_row.id, 'agent', v_agent), v_row.id::text);
+    perform cortex.queue_interaction_summary(v_tenant, v_row.id);
     v_result := jsonb_build_object('token_usage', null, 'context_refresh_triggered', false);
   end if;
 

@@ -63,7 +63,7 @@ language sql stable set search_path = '' as $$
 $$;
 comment on function cortex.model_cost(uuid, text, int, int) is 'USD cost of a call from the tenant''s price table (longest matching pattern; 0 when unpriced).';
 
--- Definer: API roles read usage but only Cortex itself records it.
+-- Definer: API roles read usage but only Cortex's own functions record it (rules as record_usage).
 create or replace function cortex.record_token_usage(
   p_tenant_id uuid, p_agent text, p_model text, p_operation text, p_input_tokens int, p_output_tokens int,
   p_contact_id uuid default null, p_interaction_id uuid default null, p_budget_exceeded boolean default false
@@ -71,8 +71,9 @@ create or replace function cortex.record_token_usage(
 language plpgsql volatile security definer set search_path = '' as $$
 declare v_cost numeric;
 begin
-  if cortex.current_tenant() is not null and p_tenant_id is distinct from cortex.current_tenant() then
-    raise exception 'cannot record usage for another tenant' using errcode = '42501';
+  -- Same rules as public.record_usage: a writing agent of the tenant, for itself (admins for anyone).
+  if cortex.guard_writer(p_tenant_id) then
+    perform cortex.guard_acting_agent(p_tenant_id, p_agent);
   end if;
   if p_model is null or p_input_tokens is null or p_output_tokens is null
      or p_input_tokens < 0 or p_output_tokens < 0 then
@@ -88,40 +89,23 @@ begin
                             'cost_usd', v_cost);
 end $$;
 comment on function cortex.record_token_usage(uuid, text, text, text, int, int, uuid, uuid, boolean) is
-  'Records one model call in token_usage with its cost from the price table; returns {model, input_tokens, output_tokens, cost_usd}.';
+  'Records one model call in token_usage with its cost from the price table; returns {model, input_tokens, output_tokens, cost_usd}. '
+  'Security definer (API roles cannot insert usage): an API caller must be a writing agent of p_tenant_id (cortex.guard_writer) '
+  'recording its own usage unless it is an admin (cortex.guard_acting_agent); the owner and worker record for anyone.';
 revoke execute on function cortex.record_token_usage(uuid, text, text, text, int, int, uuid, uuid, boolean) from public, anon;
 grant execute on function cortex.record_token_usage(uuid, text, text, text, int, int, uuid, uuid, boolean) to authenticated;
 
--- Tenants are created with their prices and a 'system' agent (what the service key acts as).
-create or replace function cortex.create_tenant(p_name text, p_slug text, p_time_zone text default 'UTC')
-returns uuid
-language plpgsql volatile set search_path = '' as $$
-declare v_id uuid;
+-- Every tenant starts with the default prices (cortex.create_tenant lives in the tenancy migration,
+-- which comes before this table; the seeding follows the tenant row instead).
+create or replace function cortex.seed_model_prices() returns trigger
+language plpgsql set search_path = '' as $$
 begin
-  insert into cortex.tenants (name, slug, time_zone) values (p_name, p_slug, coalesce(p_time_zone, 'UTC'))
-  returning id into v_id;
   insert into cortex.model_prices (tenant_id, model_pattern, input_usd_per_mtok, output_usd_per_mtok)
-  select v_id, d.model_pattern, d.input_usd_per_mtok, d.output_usd_per_mtok from cortex.default_model_prices() d;
-  insert into cortex.agents (tenant_id, name, display_name, role) values (v_id, 'system', 'Cortex system', 'admin');
-  insert into cortex.agent_config (tenant_id, agent) values (v_id, 'system');
-  return v_id;
+  select new.id, d.model_pattern, d.input_usd_per_mtok, d.output_usd_per_mtok from cortex.default_model_prices() d
+  on conflict (tenant_id, model_pattern) do nothing;
+  return null;
 end $$;
-comment on function cortex.create_tenant(text, text, text) is 'Creates a tenant with default model prices and its system agent; returns its id.';
-
-create or replace function cortex.create_agent(
-  p_tenant_id uuid, p_name text, p_display_name text default null, p_role text default 'agent',
-  p_read_only boolean default false, p_max_input_tokens int default 2000, p_daily_token_budget int default 100000
-) returns text
-language plpgsql volatile set search_path = '' as $$
-begin
-  insert into cortex.agents (tenant_id, name, display_name, role, read_only)
-  values (p_tenant_id, p_name, p_display_name, coalesce(p_role, 'agent'), coalesce(p_read_only, false))
-  on conflict (tenant_id, name) do update
-    set display_name = excluded.display_name, role = excluded.role, read_only = excluded.read_only;
-  insert into cortex.agent_config (tenant_id, agent, max_input_tokens, daily_token_budget)
-  values (p_tenant_id, p_name, p_max_input_tokens, p_daily_token_budget)
-  on conflict (tenant_id, agent) do update
-    set max_input_tokens = excluded.max_input_tokens, daily_token_budget = excluded.daily_token_budget;
-  return p_name;
-end $$;
-comment on function cortex.create_agent(uuid, text, text, text, boolean, int, int) is 'Creates or updates an agent and its budget configuration (idempotent).';
+comment on function cortex.seed_model_prices() is
+  'Trigger: gives a new tenant the default model prices (cortex.default_model_prices).';
+create trigger tenants_seed_model_prices after insert on cortex.tenants
+  for each row execute function cortex.seed_model_prices();

@@ -96,14 +96,28 @@ comment on function cortex.context_is_stale(cortex.contact_context, int) is
 
 grant execute on function cortex.context_is_stale(cortex.contact_context, int) to authenticated;
 
--- Definer: marks context stale and queues its regeneration for any caller of the tenant.
+-- Definer: marks context stale and queues its regeneration. A writing agent may force it (the
+-- rule of public.refresh_context); any agent of the tenant, read-only ones too, may only ask for
+-- the regeneration of a context that is already stale (what get_context does on a stale read).
 create or replace function cortex.request_context_refresh(
   p_tenant_id uuid, p_contact_id uuid, p_reason text, p_run_at timestamptz default now()
 ) returns bigint
 language plpgsql volatile security definer set search_path = '' as $$
+declare
+  v_count int;
+  x cortex.contact_context;
 begin
-  if cortex.current_tenant() is not null and p_tenant_id is distinct from cortex.current_tenant() then
-    raise exception 'contact belongs to another tenant' using errcode = '42501';
+  if cortex.guard_tenant(p_tenant_id) then
+    select c.interaction_count into v_count from cortex.contacts c where c.tenant_id = p_tenant_id and c.id = p_contact_id;
+    if not found then
+      perform cortex.contact_not_found(p_contact_id);
+    end if;
+    if not cortex.agent_can_write() then
+      select * into x from cortex.contact_context cx where cx.tenant_id = p_tenant_id and cx.contact_id = p_contact_id;
+      if not cortex.context_is_stale(x, v_count) then
+        perform cortex.require_writer();  -- 42501 for a read-only agent, 28000 without an agent
+      end if;
+    end if;
   end if;
   update cortex.contact_context set stale_since = now()
   where tenant_id = p_tenant_id and contact_id = p_contact_id and stale_since is null;
@@ -112,7 +126,9 @@ begin
     jsonb_build_object('contact_id', p_contact_id, 'reason', p_reason), p_contact_id::text, p_run_at, 3, 300);
 end $$;
 comment on function cortex.request_context_refresh(uuid, uuid, text, timestamptz) is
-  'Marks a contact''s context stale and queues one generate_context job for it (deduplicated; 3 attempts, 5 min apart).';
+  'Marks a contact''s context stale and queues one generate_context job for it (deduplicated; 3 attempts, 5 min apart). '
+  'An API caller must belong to p_tenant_id (cortex.guard_tenant) and name a contact of it (P0002); a read-only agent may only '
+  'queue the regeneration of a context that is already stale (else SQLSTATE 42501).';
 revoke execute on function cortex.request_context_refresh(uuid, uuid, text, timestamptz) from public, anon;
 grant execute on function cortex.request_context_refresh(uuid, uuid, text, timestamptz) to authenticated;
 
@@ -161,9 +177,9 @@ declare
   v_agent text := coalesce(cortex.current_agent(), 'system');
   v_sig jsonb := coalesce(p_context -> 'signals', '{}');
 begin
-  if cortex.current_tenant() is not null and p_tenant_id is distinct from cortex.current_tenant() then
-    raise exception 'contact belongs to another tenant' using errcode = '42501';
-  end if;
+  -- The rules of public.refresh_context: a writing agent of the tenant (its usage, below, is
+  -- held to the caller by record_token_usage).
+  perform cortex.guard_writer(p_tenant_id);
   if p_context is null or jsonb_typeof(p_context) <> 'object' or nullif(btrim(p_context ->> 'summary'), '') is null then
     raise exception 'context must be an object with a summary' using errcode = '22023', column = 'context';
   end if;
@@ -210,19 +226,22 @@ begin
     'token_count', v_row.token_count);
 end $$;
 comment on function cortex.store_context(uuid, uuid, jsonb, jsonb, int) is
-  'Stores a freshly generated context (clearing staleness and failures) and records its model call; returns the refresh response.';
+  'Stores a freshly generated context (clearing staleness and failures) and records its model call; returns the refresh response. '
+  'An API caller must be a writing agent of p_tenant_id (cortex.guard_writer) and records usage for itself unless admin.';
 revoke execute on function cortex.store_context(uuid, uuid, jsonb, jsonb, int) from public, anon;
 grant execute on function cortex.store_context(uuid, uuid, jsonb, jsonb, int) to authenticated;
 
 create or replace function cortex.record_context_failure(p_tenant_id uuid, p_contact_id uuid, p_error text)
 returns void
-language sql volatile security definer set search_path = '' as $$
+language plpgsql volatile security definer set search_path = '' as $$
+begin
+  perform cortex.guard_writer(p_tenant_id);
   update cortex.contact_context
   set failure_count = failure_count + 1, last_error = left(p_error, 2000), stale_since = coalesce(stale_since, now())
-  where tenant_id = p_tenant_id and contact_id = p_contact_id
-    and (cortex.current_tenant() is null or p_tenant_id = cortex.current_tenant())
-$$;
-comment on function cortex.record_context_failure(uuid, uuid, text) is 'Counts a failed context generation; the cached context stays and is served as stale.';
+  where tenant_id = p_tenant_id and contact_id = p_contact_id;
+end $$;
+comment on function cortex.record_context_failure(uuid, uuid, text) is
+  'Counts a failed context generation; the cached context stays and is served as stale. An API caller must be a writing agent of p_tenant_id (cortex.guard_writer).';
 revoke execute on function cortex.record_context_failure(uuid, uuid, text) from public, anon;
 grant execute on function cortex.record_context_failure(uuid, uuid, text) to authenticated;
 

@@ -18,6 +18,13 @@ comment on table cortex.webhook_endpoints is 'Where each recipient''s notificati
 create trigger webhook_endpoints_updated_at before update on cortex.webhook_endpoints
   for each row execute function cortex.touch_updated_at();
 
+create or replace function cortex.outbox_statuses() returns text[]
+language sql immutable parallel safe set search_path = '' as $$
+  select array['pending', 'delivering', 'delivered', 'dead', 'skipped']
+$$;
+comment on function cortex.outbox_statuses() is
+  'Allowed outbox statuses: pending -> delivering -> delivered, or dead after the last attempt, or skipped when the recipient has no endpoint.';
+
 create table cortex.outbox (
   tenant_id uuid not null references cortex.tenants (id) on delete cascade,
   id bigint generated always as identity,
@@ -26,7 +33,7 @@ create table cortex.outbox (
   payload jsonb not null default '{}' check (jsonb_typeof(payload) = 'object'),
   -- Receivers deduplicate on this; the same event for the same recipient is one message.
   idempotency_key text not null default gen_random_uuid()::text,
-  status text not null default 'pending' check (status in ('pending', 'delivering', 'delivered', 'dead', 'skipped')),
+  status text not null default 'pending' check (status = any (cortex.outbox_statuses())),
   attempts int not null default 0,
   max_attempts int not null default 8,
   next_attempt_at timestamptz not null default now(),
@@ -53,27 +60,29 @@ create policy "Outbox is visible to agents of their tenant" on cortex.outbox
 -- webhook_endpoints hold secrets: no policy for API roles; operators manage them as the owner.
 grant select on cortex.outbox to authenticated;
 
--- Definer: any event function (running as the caller) may queue a notification for its tenant.
+-- Definer: the event functions (create_handoff, update_handoff_status, record_usage's refusal), running
+-- as the caller, queue notifications for their tenant. An API caller must be a writing agent of that
+-- tenant (the rule of every public function that notifies); a read-only agent notifies no one.
 create or replace function cortex.notify(
   p_tenant_id uuid, p_event text, p_recipient text, p_payload jsonb, p_idempotency_key text default null
 ) returns bigint
 language plpgsql volatile security definer set search_path = '' as $$
 declare v_id bigint;
 begin
-  if cortex.current_tenant() is not null and p_tenant_id is distinct from cortex.current_tenant() then
-    raise exception 'cannot notify for another tenant' using errcode = '42501';
-  end if;
+  perform cortex.guard_writer(p_tenant_id);
   insert into cortex.outbox (tenant_id, event, recipient, payload, idempotency_key)
   values (p_tenant_id, p_event, p_recipient, coalesce(p_payload, '{}'),
           coalesce(p_idempotency_key, gen_random_uuid()::text))
   on conflict (tenant_id, idempotency_key) do nothing
   returning id into v_id;
-  -- Delivered to LISTENers at commit only, like the outbox row itself.
-  perform pg_notify('cortex_outbox', json_build_object('tenant_id', p_tenant_id, 'id', v_id, 'event', p_event,
-                                                       'recipient', p_recipient)::text);
+  -- At commit only, like the outbox row itself. Any role can LISTEN (Postgres has no per-role
+  -- LISTEN privilege), so the signal is a bare wake-up: no tenant, recipient or event in it.
+  -- Subscribers read the outbox (RLS-filtered) or subscribe through Supabase Realtime.
+  perform pg_notify('cortex_outbox', '');
   return v_id;
 end $$;
 comment on function cortex.notify(uuid, text, text, jsonb, text) is
-  'Queues a notification (event, recipient such as agent:jasper / monitor / admin / human:<id>) in the outbox, once per idempotency key, and signals LISTENers on cortex_outbox at commit.';
+  'Queues a notification (event, recipient such as agent:jasper / monitor / admin / human:<id>) in the outbox, once per idempotency key, and wakes LISTENers on cortex_outbox at commit with an empty payload. '
+  'An API caller must be a writing agent of p_tenant_id (cortex.guard_writer); the owner and worker notify for any tenant.';
 revoke execute on function cortex.notify(uuid, text, text, jsonb, text) from public, anon;
 grant execute on function cortex.notify(uuid, text, text, jsonb, text) to authenticated;

@@ -6,20 +6,20 @@
 -- audit trail that no API role can rewrite.
 
 create or replace function cortex.handoff_reasons() returns text[]
-language sql immutable set search_path = '' as $$
+language sql immutable parallel safe set search_path = '' as $$
   select array['warm_reply', 'escalation', 'complex_question', 'upsell_opportunity', 'churn_risk',
                'completed_sequence', 'customer_request', 'other']
 $$;
 comment on function cortex.handoff_reasons() is 'Allowed handoff reasons (seed 000; the table''s check constraint).';
 
 create or replace function cortex.handoff_urgencies() returns text[]
-language sql immutable set search_path = '' as $$
+language sql immutable parallel safe set search_path = '' as $$
   select array['low', 'normal', 'high', 'urgent']
 $$;
-comment on function cortex.handoff_urgencies() is 'Allowed handoff urgencies, least urgent first.';
+comment on function cortex.handoff_urgencies() is 'Allowed handoff urgencies, least urgent first (the position is the queue''s urgency_rank).';
 
 create or replace function cortex.handoff_statuses() returns text[]
-language sql immutable set search_path = '' as $$
+language sql immutable parallel safe set search_path = '' as $$
   select array['pending', 'accepted', 'completed', 'rejected']
 $$;
 comment on function cortex.handoff_statuses() is 'Allowed handoff statuses.';
@@ -45,20 +45,17 @@ create table cortex.handoff_events (
   from_agent text not null,
   to_agent text,
   to_human_id text constraint handoff_to_human_id_check check (length(btrim(to_human_id)) between 1 and 200),
-  reason text not null constraint handoff_reason_check
-    check (reason in ('warm_reply', 'escalation', 'complex_question', 'upsell_opportunity', 'churn_risk',
-                      'completed_sequence', 'customer_request', 'other')),
+  reason text not null constraint handoff_reason_check check (reason = any (cortex.handoff_reasons())),
   reason_detail text constraint handoff_reason_detail_check check (length(reason_detail) <= 2000),
   context_summary text not null constraint handoff_context_summary_check
     check (length(btrim(context_summary)) between 1 and 4000),
   suggested_action text constraint handoff_suggested_action_check check (length(suggested_action) <= 1000),
   urgency text not null default 'normal' constraint handoff_urgency_check
-    check (urgency in ('low', 'normal', 'high', 'urgent')),
-  -- The pending queue sorts on this: urgent first.
-  urgency_rank smallint generated always as (
-    case urgency when 'urgent' then 4 when 'high' then 3 when 'normal' then 2 else 1 end) stored,
+    check (urgency = any (cortex.handoff_urgencies())),
+  -- The pending queue sorts on this: urgent first (low 1, normal 2, high 3, urgent 4).
+  urgency_rank smallint generated always as (array_position(cortex.handoff_urgencies(), urgency)) stored,
   status text not null default 'pending' constraint handoff_status_check
-    check (status in ('pending', 'accepted', 'completed', 'rejected')),
+    check (status = any (cortex.handoff_statuses())),
   -- The note given with the latest status change (a rejection's reason, say).
   status_note text constraint handoff_status_note_check check (length(status_note) <= 2000),
   accepted_by text,
@@ -132,6 +129,43 @@ end $$;
 comment on function cortex.handoff_move_error(text, text) is
   'Raises the one "illegal status move" error: SQLSTATE 55000 naming status, with the allowed moves in the message and as JSON in the detail.';
 
+-- Who may move a handoff (issue 7): its addressee, an admin or the monitor; a handoff to a human is
+-- moved by the service key (the system agent, an admin) or an admin agent. update_handoff_status
+-- checks it for a clear error before it writes; the trigger below checks it for a direct UPDATE.
+create or replace function cortex.check_handoff_actor(h cortex.handoff_events, p_status text) returns void
+language plpgsql stable set search_path = '' as $$
+declare
+  v_agent text := cortex.current_agent();
+  v_role text;
+  v_verb text := case p_status when 'accepted' then 'accept' when 'completed' then 'complete'
+                               when 'rejected' then 'reject' else 'move' end;
+begin
+  if v_agent is null then
+    if cortex.is_api_caller() then
+      raise exception 'no agent in the request claims' using errcode = '28000',
+        hint = 'authenticate with an agent key or a JWT carrying tenant_id and agent';
+    end if;
+    return;  -- the owner or the worker
+  end if;
+  select a.role into v_role from cortex.agents a where a.tenant_id = h.tenant_id and a.name = v_agent and a.enabled;
+  if v_role = 'admin' then
+    return;
+  end if;
+  if h.to_human_id is not null then
+    raise exception 'agent "%" cannot % a handoff to a human', v_agent, v_verb
+      using errcode = '42501', column = 'status',
+            hint = 'a handoff to a human is moved with the service key (agent system) or by an admin agent';
+  end if;
+  if v_agent = h.to_agent or v_role = 'monitor' then
+    return;
+  end if;
+  raise exception 'agent "%" cannot % a handoff addressed to "%"', v_agent, v_verb, h.to_agent
+    using errcode = '42501', column = 'status',
+          hint = 'only the addressee, an admin agent or the monitor may accept, complete or reject a handoff';
+end $$;
+comment on function cortex.check_handoff_actor(cortex.handoff_events, text) is
+  'Raises SQLSTATE 42501 (naming status) unless the calling agent may move the handoff: its addressee, an admin or the monitor; for a handoff to a human only an admin (the service key acts as the admin agent system). The owner and worker (no claims) pass; an API caller without an agent gets 28000.';
+
 -- Runs for every writer (API roles and the owner alike): the state machine and the immutable
 -- fields cannot be bypassed by updating the table directly.
 create or replace function cortex.handoff_events_guard() returns trigger
@@ -148,15 +182,20 @@ begin
   end if;
   if (new.tenant_id, new.id, new.contact_id, new.from_agent, new.to_agent, new.to_human_id, new.reason,
       new.reason_detail, new.context_summary, new.suggested_action, new.urgency, new.previous_owner_agent,
-      new.previous_owner_human_id, new.created_at)
+      new.previous_owner_human_id, new.metadata, new.created_at)
      is distinct from
      (old.tenant_id, old.id, old.contact_id, old.from_agent, old.to_agent, old.to_human_id, old.reason,
       old.reason_detail, old.context_summary, old.suggested_action, old.urgency, old.previous_owner_agent,
-      old.previous_owner_human_id, old.created_at) then
+      old.previous_owner_human_id, old.metadata, old.created_at) then
     raise exception 'a handoff''s recorded fields cannot change; only its status moves'
       using errcode = '55000', hint = 'create a new handoff instead';
   end if;
-  -- Timestamps and the acceptor follow the status; nobody sets them by hand.
+  if new.status is not distinct from old.status and new.status_note is distinct from old.status_note then
+    raise exception 'a handoff''s status_note is written only with a status move'
+      using errcode = '55000', column = 'status_note', hint = 'give the note with update_handoff_status';
+  end if;
+  -- Timestamps and the acceptor follow the status; nobody sets them by hand. The acceptor is the
+  -- calling agent; only the owner (no claims) may name one.
   v_acceptor := new.accepted_by;
   new.accepted_by := old.accepted_by; new.accepted_at := old.accepted_at;
   new.completed_at := old.completed_at; new.rejected_at := old.rejected_at;
@@ -164,10 +203,11 @@ begin
     if not (new.status = any (cortex.handoff_allowed_moves(old.status))) then
       perform cortex.handoff_move_error(old.status, new.status);
     end if;
+    perform cortex.check_handoff_actor(old, new.status);
     case new.status
       when 'accepted' then
         new.accepted_at := now();
-        new.accepted_by := coalesce(v_acceptor, cortex.current_agent());
+        new.accepted_by := coalesce(cortex.current_agent(), v_acceptor);
       when 'completed' then new.completed_at := now();
       when 'rejected' then new.rejected_at := now();
       else null;
@@ -177,7 +217,7 @@ begin
   return new;
 end $$;
 comment on function cortex.handoff_events_guard() is
-  'Trigger: new handoffs start pending; recorded fields never change; status moves only along cortex.handoff_allowed_moves (else SQLSTATE 55000) and stamps accepted/completed/rejected times.';
+  'Trigger: new handoffs start pending; recorded fields (metadata included) never change and status_note only with a status move (else SQLSTATE 55000); status moves only along cortex.handoff_allowed_moves (55000) by an agent cortex.check_handoff_actor allows (42501); stamps accepted/completed/rejected times and accepted_by (the calling agent).';
 create trigger handoff_events_guard before insert or update on cortex.handoff_events
   for each row execute function cortex.handoff_events_guard();
 
@@ -209,8 +249,32 @@ revoke execute on function cortex.handoff_events_audit() from public, anon;
 create trigger handoff_events_audit after insert or update on cortex.handoff_events
   for each row execute function cortex.handoff_events_audit();
 
+-- Handoffs are not deleted either, so their audit trail survives: rows go only with their contact
+-- (erasure of a person: `delete from cortex.contacts`) or tenant, through the cascades.
+create or replace function cortex.handoff_events_no_delete() returns trigger
+language plpgsql set search_path = '' as $$
+begin
+  -- The cascades of a tenant's deletion may reach handoffs before or after its contacts: either
+  -- parent gone means erasure.
+  if tg_op = 'DELETE'
+     and (cortex.erasure_declared()
+          or not exists (select from cortex.contacts c where c.tenant_id = old.tenant_id and c.id = old.contact_id)
+          or not exists (select from cortex.tenants t where t.id = old.tenant_id)) then
+    return old;
+  end if;
+  raise exception 'handoffs cannot be deleted: they and their audit trail are the record'
+    using errcode = '55000',
+          hint = 'reject or complete it instead; handoffs go only with their contact or tenant, or after cortex.begin_erasure';
+end $$;
+comment on function cortex.handoff_events_no_delete() is
+  'Trigger: refuses DELETE and TRUNCATE of handoffs for every role, the owner included (SQLSTATE 55000), except the cascade of a deleted contact or tenant or a DELETE after cortex.begin_erasure, so the audit trail cannot be removed with its handoff.';
+create trigger handoff_events_no_delete before delete on cortex.handoff_events
+  for each row execute function cortex.handoff_events_no_delete();
+create trigger handoff_events_no_truncate before truncate on cortex.handoff_events
+  for each statement execute function cortex.handoff_events_no_delete();
+
 -- Even the owner cannot rewrite history; rows go only when their handoff or tenant goes
--- (the cascades of a contact's or a tenant's deletion).
+-- (the cascades of a contact's or a tenant's deletion: handoffs go no other way).
 create or replace function cortex.handoff_audit_append_only() returns trigger
 language plpgsql set search_path = '' as $$
 begin
@@ -315,9 +379,8 @@ create or replace function cortex.record_handoff_on_context(
 ) returns void
 language plpgsql volatile security definer set search_path = '' as $$
 begin
-  if cortex.current_tenant() is not null and p_tenant_id is distinct from cortex.current_tenant() then
-    raise exception 'contact belongs to another tenant' using errcode = '42501';
-  end if;
+  -- The rule of create_handoff: a writing agent of the tenant.
+  perform cortex.guard_writer(p_tenant_id);
   -- A contact whose context was never generated gets a stand-in row (stale at once), so the
   -- handoff is shown by get_context and survives the first generation (store_context keeps it).
   insert into cortex.contact_context as x (tenant_id, contact_id, summary, current_status,
@@ -332,7 +395,7 @@ begin
     last_handoff = excluded.last_handoff;
 end $$;
 comment on function cortex.record_handoff_on_context(uuid, uuid, uuid, text, jsonb) is
-  'Sets the contact''s last_handoff (id, summary and the {from, to, reason, date} shown by get_context), creating a stale stand-in context when none exists.';
+  'Sets the contact''s last_handoff (id, summary and the {from, to, reason, date} shown by get_context), creating a stale stand-in context when none exists. An API caller must be a writing agent of p_tenant_id (cortex.guard_writer).';
 revoke execute on function cortex.record_handoff_on_context(uuid, uuid, uuid, text, jsonb) from public, anon;
 
 -- Names of the tenant's monitor agents (helios): who the 'monitor' notifications reach.
@@ -420,6 +483,7 @@ comment on function cortex.check_handoff_request(uuid, text, text, text, text, t
   'Validates a handoff request without writing (caller may write; exactly one of to_agent / to_human_id; known contact, agent, reason, urgency; sizes); returns the calling agent. SQLSTATE 22023 naming the field, P0002 for an unknown contact, 42501 for a read-only agent.';
 
 grant execute on function cortex.handoff_move_error(text, text), cortex.handoff_json(cortex.handoff_events),
+  cortex.check_handoff_actor(cortex.handoff_events, text),
   cortex.handoff_contact_json(uuid, uuid), cortex.handoff_not_found(uuid),
   cortex.handoff_fallback_summary(uuid, uuid, text, text, text, text), cortex.monitor_names(uuid),
   cortex.check_handoff_request(uuid, text, text, text, text, text, text, text, jsonb, jsonb, text)
@@ -662,6 +726,7 @@ begin
   if not found then
     perform cortex.handoff_not_found(update_handoff_status.handoff_id);
   end if;
+  perform cortex.check_handoff_actor(v_row, update_handoff_status.status);
   if not (update_handoff_status.status = any (cortex.handoff_allowed_moves(v_row.status))) then
     perform cortex.handoff_move_error(v_row.status, update_handoff_status.status);
   end if;
@@ -698,5 +763,5 @@ begin
                                          group by n order by min(o))));
 end $$;
 comment on function public.update_handoff_status(uuid, text, text) is
-  'Moves a handoff pending -> accepted -> completed, or pending/accepted -> rejected (a rejection gives the contact back to its previous owner); any other move is SQLSTATE 55000 listing the allowed ones. Concurrent moves are serialised on the row, so of two accepts exactly one wins. Notifies the sending agent and the monitor (handoff.<status>).';
+  'Moves a handoff pending -> accepted -> completed, or pending/accepted -> rejected (a rejection gives the contact back to its previous owner); any other move is SQLSTATE 55000 listing the allowed ones. Only the addressee, an admin or the monitor may move it; a handoff to a human only the service key (agent system) or an admin (else 42501, cortex.check_handoff_actor). Concurrent moves are serialised on the row, so of two accepts exactly one wins. Notifies the sending agent and the monitor (handoff.<status>).';
 grant execute on function public.update_handoff_status(uuid, text, text) to authenticated;

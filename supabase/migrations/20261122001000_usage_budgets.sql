@@ -49,61 +49,51 @@ grant select on cortex.usage_daily to authenticated;
 -- aggregated upsert, not one upsert per row. The rollup mirrors token_usage exactly, deletes and
 -- updates included, so it always equals the sums of the raw rows.
 
+-- The one rollup aggregate: token_usage rows -> usage_daily deltas, added (p_sign 1) or taken
+-- away (-1) in one upsert. The insert and update triggers, the delete trigger and the rebuild all
+-- go through it, so the rollup's definition is written once.
+create or replace function cortex.apply_usage_rollup(p_rows cortex.token_usage[], p_sign int) returns void
+language sql volatile set search_path = '' as $$
+  insert into cortex.usage_daily as d (tenant_id, day, agent, model, input_tokens, output_tokens, total_tokens,
+                                       cost_usd, operations, refused, refused_tokens)
+  select u.tenant_id, (u.created_at at time zone t.time_zone)::date, u.agent, u.model,
+         p_sign * coalesce(sum(u.input_tokens) filter (where not u.budget_exceeded), 0),
+         p_sign * coalesce(sum(u.output_tokens) filter (where not u.budget_exceeded), 0),
+         p_sign * coalesce(sum(u.total_tokens) filter (where not u.budget_exceeded), 0),
+         p_sign * coalesce(sum(u.cost_usd) filter (where not u.budget_exceeded), 0),
+         p_sign * count(*) filter (where not u.budget_exceeded),
+         p_sign * count(*) filter (where u.budget_exceeded),
+         p_sign * coalesce(sum(u.total_tokens) filter (where u.budget_exceeded), 0)
+  -- Joined with the tenant for its time zone: when a tenant is being deleted its rows find no
+  -- tenant, and nothing is written (its rollup goes with it).
+  from unnest(p_rows) u join cortex.tenants t on t.id = u.tenant_id
+  group by 1, 2, 3, 4
+  on conflict (tenant_id, day, agent, model) do update set
+    input_tokens = d.input_tokens + excluded.input_tokens,
+    output_tokens = d.output_tokens + excluded.output_tokens,
+    total_tokens = d.total_tokens + excluded.total_tokens,
+    cost_usd = d.cost_usd + excluded.cost_usd,
+    operations = d.operations + excluded.operations,
+    refused = d.refused + excluded.refused,
+    refused_tokens = d.refused_tokens + excluded.refused_tokens,
+    updated_at = now()
+$$;
+comment on function cortex.apply_usage_rollup(cortex.token_usage[], int) is
+  'The usage_daily rollup aggregate, written once: adds (p_sign 1) or subtracts (-1) token_usage rows per tenant, local day, agent and model; budget-exceeded rows count as refused, not spent.';
+
 create or replace function cortex.rollup_token_usage() returns trigger
 language plpgsql set search_path = '' as $$
 begin
   if tg_op in ('UPDATE', 'DELETE') then
-    -- Only existing rollup rows are decremented: when a tenant is deleted its rollup (and tenant
-    -- row) may be gone already, and there is nothing left to correct.
-    update cortex.usage_daily d set
-      input_tokens = d.input_tokens - o.input_tokens,
-      output_tokens = d.output_tokens - o.output_tokens,
-      total_tokens = d.total_tokens - o.total_tokens,
-      cost_usd = d.cost_usd - o.cost_usd,
-      operations = d.operations - o.operations,
-      refused = d.refused - o.refused,
-      refused_tokens = d.refused_tokens - o.refused_tokens,
-      updated_at = now()
-    from (
-      select u.tenant_id, (u.created_at at time zone t.time_zone)::date as day, u.agent, u.model,
-             coalesce(sum(u.input_tokens) filter (where not u.budget_exceeded), 0) as input_tokens,
-             coalesce(sum(u.output_tokens) filter (where not u.budget_exceeded), 0) as output_tokens,
-             coalesce(sum(u.total_tokens) filter (where not u.budget_exceeded), 0) as total_tokens,
-             coalesce(sum(u.cost_usd) filter (where not u.budget_exceeded), 0) as cost_usd,
-             count(*) filter (where not u.budget_exceeded) as operations,
-             count(*) filter (where u.budget_exceeded) as refused,
-             coalesce(sum(u.total_tokens) filter (where u.budget_exceeded), 0) as refused_tokens
-      from old_rows u join cortex.tenants t on t.id = u.tenant_id
-      group by 1, 2, 3, 4) o
-    where d.tenant_id = o.tenant_id and d.day = o.day and d.agent = o.agent and d.model = o.model;
+    perform cortex.apply_usage_rollup(array(select o::cortex.token_usage from old_rows o), -1);
   end if;
   if tg_op in ('INSERT', 'UPDATE') then
-    insert into cortex.usage_daily as d (tenant_id, day, agent, model, input_tokens, output_tokens, total_tokens,
-                                         cost_usd, operations, refused, refused_tokens)
-    select u.tenant_id, (u.created_at at time zone t.time_zone)::date, u.agent, u.model,
-           coalesce(sum(u.input_tokens) filter (where not u.budget_exceeded), 0),
-           coalesce(sum(u.output_tokens) filter (where not u.budget_exceeded), 0),
-           coalesce(sum(u.total_tokens) filter (where not u.budget_exceeded), 0),
-           coalesce(sum(u.cost_usd) filter (where not u.budget_exceeded), 0),
-           count(*) filter (where not u.budget_exceeded),
-           count(*) filter (where u.budget_exceeded),
-           coalesce(sum(u.total_tokens) filter (where u.budget_exceeded), 0)
-    from new_rows u join cortex.tenants t on t.id = u.tenant_id
-    group by 1, 2, 3, 4
-    on conflict (tenant_id, day, agent, model) do update set
-      input_tokens = d.input_tokens + excluded.input_tokens,
-      output_tokens = d.output_tokens + excluded.output_tokens,
-      total_tokens = d.total_tokens + excluded.total_tokens,
-      cost_usd = d.cost_usd + excluded.cost_usd,
-      operations = d.operations + excluded.operations,
-      refused = d.refused + excluded.refused,
-      refused_tokens = d.refused_tokens + excluded.refused_tokens,
-      updated_at = now();
+    perform cortex.apply_usage_rollup(array(select n::cortex.token_usage from new_rows n), 1);
   end if;
   return null;
 end $$;
 comment on function cortex.rollup_token_usage() is
-  'Trigger: applies inserted, updated and deleted token_usage rows to the usage_daily rollup (same transaction).';
+  'Trigger: applies inserted, updated and deleted token_usage rows to the usage_daily rollup (same transaction) through cortex.apply_usage_rollup.';
 
 -- Transition tables allow one event per trigger, hence three triggers on one function.
 create trigger token_usage_rollup_insert after insert on cortex.token_usage
@@ -115,29 +105,28 @@ create trigger token_usage_rollup_delete after delete on cortex.token_usage
 
 create or replace function cortex.rebuild_usage_daily(p_tenant_id uuid default null) returns bigint
 language plpgsql volatile set search_path = '' as $$
-declare v_rows bigint;
+declare
+  r record;
+  v_rows bigint;
 begin
   -- Blocks new usage rows until commit, so no trigger upsert races the rebuild.
   lock table cortex.token_usage in share mode;
   delete from cortex.usage_daily d where p_tenant_id is null or d.tenant_id = p_tenant_id;
-  insert into cortex.usage_daily (tenant_id, day, agent, model, input_tokens, output_tokens, total_tokens,
-                                  cost_usd, operations, refused, refused_tokens)
-  select u.tenant_id, (u.created_at at time zone t.time_zone)::date, u.agent, u.model,
-         coalesce(sum(u.input_tokens) filter (where not u.budget_exceeded), 0),
-         coalesce(sum(u.output_tokens) filter (where not u.budget_exceeded), 0),
-         coalesce(sum(u.total_tokens) filter (where not u.budget_exceeded), 0),
-         coalesce(sum(u.cost_usd) filter (where not u.budget_exceeded), 0),
-         count(*) filter (where not u.budget_exceeded),
-         count(*) filter (where u.budget_exceeded),
-         coalesce(sum(u.total_tokens) filter (where u.budget_exceeded), 0)
-  from cortex.token_usage u join cortex.tenants t on t.id = u.tenant_id
-  where p_tenant_id is null or u.tenant_id = p_tenant_id
-  group by 1, 2, 3, 4;
-  get diagnostics v_rows = row_count;
+  -- One tenant-month at a time (the aggregate is additive), so memory stays bounded.
+  for r in
+    select u.tenant_id, date_trunc('month', u.created_at) as m
+    from cortex.token_usage u where p_tenant_id is null or u.tenant_id = p_tenant_id
+    group by 1, 2 order by 1, 2
+  loop
+    perform cortex.apply_usage_rollup(array(
+      select u from cortex.token_usage u
+      where u.tenant_id = r.tenant_id and u.created_at >= r.m and u.created_at < r.m + interval '1 month'), 1);
+  end loop;
+  select count(*) into v_rows from cortex.usage_daily d where p_tenant_id is null or d.tenant_id = p_tenant_id;
   return v_rows;
 end $$;
 comment on function cortex.rebuild_usage_daily(uuid) is
-  'Recomputes the usage_daily rollup from token_usage for one tenant (all when null); returns the rollup rows written. Operators only.';
+  'Recomputes the usage_daily rollup from token_usage (cortex.apply_usage_rollup, one tenant-month at a time) for one tenant (all when null); returns the rollup rows written. Operators only.';
 
 -- Local days depend on the time zone: when a tenant moves, its rollup is recomputed.
 create or replace function cortex.tenant_time_zone_changed() returns trigger
@@ -157,6 +146,19 @@ create trigger tenants_rebuild_usage_daily after update of time_zone on cortex.t
 select cortex.rebuild_usage_daily(null);
 
 -- Helpers ----------------------------------------------------------------------------------------
+
+create or replace function cortex.usage_periods() returns text[]
+language sql immutable parallel safe set search_path = '' as $$
+  select array['day', 'week', 'month']
+$$;
+comment on function cortex.usage_periods() is 'Periods of usage_summary: the current day, ISO week (from Monday) or month in the tenant''s time zone.';
+
+create or replace function cortex.budget_recommendations() returns text[]
+language sql immutable parallel safe set search_path = '' as $$
+  select array['proceed', 'use_haiku', 'defer', 'alert_human']
+$$;
+comment on function cortex.budget_recommendations() is
+  'Recommendations of a budget check, by the share of the daily budget used after the operation: <= 80 % proceed, <= 95 % use_haiku, <= 100 % defer, over alert_human.';
 
 create or replace function cortex.tenant_time_zone(p_tenant_id uuid) returns text
 language sql stable set search_path = '' as $$
@@ -233,11 +235,11 @@ begin
   from cortex.usage_daily d where d.tenant_id = p_tenant_id and d.day = v_day and d.agent = p_agent;
   v_after := v_used + p_estimated_tokens;
   -- Integer comparisons, so a band edge (exactly 80 % or 95 %) is never blurred by rounding.
-  v_recommendation := case
-    when v_after > v_budget then 'alert_human'
-    when v_after * 100 > v_budget * 95 then 'defer'
-    when v_after * 100 > v_budget * 80 then 'use_haiku'
-    else 'proceed' end;
+  v_recommendation := (cortex.budget_recommendations())[case
+    when v_after > v_budget then 4
+    when v_after * 100 > v_budget * 95 then 3
+    when v_after * 100 > v_budget * 80 then 2
+    else 1 end];
   return jsonb_build_object(
     'agent', p_agent,
     'daily_budget', v_budget,
@@ -268,6 +270,7 @@ create or replace function cortex.refuse_usage(
 language plpgsql volatile set search_path = '' as $$
 declare v_notification bigint;
 begin
+  -- record_token_usage and notify hold an API caller to its tenant, to writing and to its own agent.
   perform cortex.record_token_usage(p_tenant_id, p_agent, p_model, p_operation, p_input_tokens, p_output_tokens,
                                     p_contact_id, p_interaction_id, true);
   -- One alert per agent, day and budget: a retry storm is one dashboard alert (every refusal stays
@@ -293,9 +296,8 @@ create or replace function cortex.enforce_budget(
 language plpgsql volatile set search_path = '' as $$
 declare v_status jsonb;
 begin
-  if cortex.current_tenant() is not null and p_tenant_id is distinct from cortex.current_tenant() then
-    raise exception 'cannot check the budget of another tenant' using errcode = '42501';
-  end if;
+  -- An API caller gates its own work (an admin anyone's), in its own tenant.
+  perform cortex.guard_acting_agent(p_tenant_id, p_agent);
   perform cortex.agent_daily_budget(p_tenant_id, p_agent);
   if p_estimated_tokens is null or p_estimated_tokens < 0 then
     raise exception 'estimated_tokens must be 0 or more' using errcode = '22023', column = 'estimated_tokens';
@@ -315,7 +317,8 @@ comment on function cortex.enforce_budget(uuid, text, int, text, text) is
   'or records a refused row (input_tokens = estimate) and notifies the monitor and returns refused=true. The lock lasts until the caller commits; '
   'record the actual call afterwards with cortex.record_token_usage.';
 
-grant execute on function cortex.tenant_time_zone(uuid), cortex.iso_local(timestamptz, text),
+grant execute on function cortex.usage_periods(), cortex.budget_recommendations(),
+  cortex.tenant_time_zone(uuid), cortex.iso_local(timestamptz, text),
   cortex.agent_daily_budget(uuid, text), cortex.lock_budget(uuid, text), cortex.budget_status(uuid, text, bigint),
   cortex.refuse_usage(uuid, text, text, text, int, int, uuid, uuid, jsonb),
   cortex.enforce_budget(uuid, text, int, text, text) to authenticated, service_role;
@@ -354,17 +357,13 @@ declare
   v_tenant uuid := cortex.require_tenant();
   v_caller text := cortex.current_agent();
   v_agent text := coalesce(record_usage.agent, v_caller);
-  v_role text;
   v_status jsonb;
   v_usage jsonb;
 begin
+  -- Recording usage is a write (docs: a read-only agent's writes are 403).
+  perform cortex.require_writer();
   perform cortex.agent_daily_budget(v_tenant, v_agent);
-  if v_agent is distinct from v_caller then
-    select a.role into v_role from cortex.agents a where a.tenant_id = v_tenant and a.name = v_caller;
-    if v_role is distinct from 'admin' then
-      raise exception 'only an admin agent may record usage for another agent' using errcode = '42501', column = 'agent';
-    end if;
-  end if;
+  perform cortex.guard_acting_agent(v_tenant, v_agent);
   if nullif(btrim(record_usage.model), '') is null or length(record_usage.model) > 200 then
     raise exception 'model is required (at most 200 characters)' using errcode = '22023', column = 'model';
   end if;
@@ -410,7 +409,8 @@ comment on function public.record_usage(text, text, int, int, uuid, uuid, text) 
   'output_tokens, total_tokens, cost_usd, budget: <check after it>} returned. Over budget: the call is recorded with budget_exceeded = true, '
   'the monitor is notified (budget.exceeded, once per agent, day and budget) and the budget check is returned with refused: true, '
   'recommendation alert_human and retry_after_seconds until the tenant''s midnight (the HTTP edge answers 429). '
-  'SQLSTATE 22023 naming agent, model, operation, input_tokens or output_tokens; P0002 naming contact_id or interaction_id.';
+  'SQLSTATE 22023 naming agent, model, operation, input_tokens or output_tokens; P0002 naming contact_id or interaction_id; '
+  '42501 for a read-only agent, or for another agent than the caller unless the caller is an admin.';
 grant execute on function public.record_usage(text, text, int, int, uuid, uuid, text) to authenticated;
 
 create or replace function public.usage_summary(period text default 'day', agent text default null)
@@ -429,7 +429,7 @@ declare
   v_by_model jsonb;
   v_budgets jsonb;
 begin
-  perform cortex.check_enum('period', v_period, array['day', 'week', 'month']);
+  perform cortex.check_enum('period', v_period, cortex.usage_periods());
   if usage_summary.agent is not null then
     perform cortex.agent_daily_budget(v_tenant, usage_summary.agent);
   end if;

@@ -7,8 +7,9 @@
 --     'tenant:<tenant_id>:<table>', and a policy on realtime.messages lets an agent receive only
 --     its own tenant's topics. Elsewhere (plain Postgres) no broadcast trigger is created.
 --   * Local LISTEN subscribers (the worker, a dashboard on the same host): pg_notify on channel
---     cortex_changes at commit, with the table, operation, tenant and key (never row contents,
---     which may not fit a notification and are not filtered by RLS).
+--     cortex_changes at commit, with the table and operation only. Any role may LISTEN to any
+--     channel, so no tenant id, key or row contents are sent; subscribers read what changed
+--     under RLS.
 -- Re-runnable: every statement checks or replaces, so applying it again after the realtime
 -- schema appeared attaches the broadcast triggers.
 
@@ -34,25 +35,16 @@ end $$;
 
 create or replace function cortex.notify_change() returns trigger
 language plpgsql set search_path = '' as $$
-declare
-  r record;
-  v_key jsonb := '{}';
-  v_row jsonb;
-  v_col text;
 begin
-  if tg_op = 'DELETE' then r := old; else r := new; end if;
-  v_row := to_jsonb(r);
-  -- The trigger's arguments name the key columns (besides tenant_id) that identify the row.
-  foreach v_col in array tg_argv loop
-    v_key := v_key || jsonb_build_object(v_col, v_row -> v_col);
-  end loop;
-  perform pg_notify('cortex_changes', jsonb_build_object(
-    'schema', tg_table_schema, 'table', tg_table_name, 'op', tg_op,
-    'tenant_id', v_row -> 'tenant_id', 'key', v_key)::text);
+  -- Any role can LISTEN (Postgres has no per-role LISTEN privilege): the payload names the table
+  -- and the operation, never a tenant, a key or row contents. A subscriber that wants to know
+  -- what changed reads the table under RLS, or subscribes through Supabase Realtime.
+  perform pg_notify('cortex_changes', jsonb_build_object('schema', tg_table_schema, 'table', tg_table_name,
+                                                         'op', tg_op)::text);
   return null;
 end $$;
 comment on function cortex.notify_change() is
-  'Trigger: signals LISTENers on cortex_changes at commit with {schema, table, op, tenant_id, key} (key columns are the trigger arguments); row contents are not sent.';
+  'Trigger: signals LISTENers on cortex_changes at commit with {schema, table, op} only (no tenant, key or row contents: any role can LISTEN).';
 
 -- Supabase Broadcast --------------------------------------------------------------------------
 
@@ -78,14 +70,13 @@ declare
   t record;
 begin
   for t in
-    select * from (values ('handoff_events', array['id']), ('contact_context', array['contact_id'])) v (tbl, keys)
+    select * from (values ('handoff_events'), ('contact_context')) v (tbl)
     where to_regclass('cortex.' || v.tbl) is not null
   loop
     execute format(
       'create or replace trigger %I after insert or update or delete on cortex.%I '
-      'for each row execute function cortex.notify_change(%s)',
-      t.tbl || '_notify_change', t.tbl,
-      (select string_agg(quote_literal(k), ', ') from unnest(t.keys) k));
+      'for each row execute function cortex.notify_change()',
+      t.tbl || '_notify_change', t.tbl);
     if to_regprocedure('realtime.broadcast_changes(text, text, text, text, text, record, record, text)') is not null then
       execute format(
         'create or replace trigger %I after insert or update or delete on cortex.%I '

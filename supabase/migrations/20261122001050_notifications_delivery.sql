@@ -164,7 +164,7 @@ begin
     and (p_tenant_id is null or o.tenant_id = p_tenant_id);
   get diagnostics v_count = row_count;
   if v_count > 0 then
-    perform pg_notify('cortex_outbox', json_build_object('replayed', v_count)::text);
+    perform pg_notify('cortex_outbox', '');  -- a bare wake-up, like cortex.notify's
   end if;
   return v_count;
 end $$;

@@ -2,6 +2,18 @@
 -- A worker that dies leaves its jobs leased; when the lease runs out another worker takes them.
 -- A job that keeps failing is parked with its error and an alert row, never dropped.
 
+create or replace function cortex.job_statuses() returns text[]
+language sql immutable parallel safe set search_path = '' as $$
+  select array['queued', 'running', 'done', 'parked']
+$$;
+comment on function cortex.job_statuses() is 'Allowed job statuses: queued -> running -> done, or parked after the last failed attempt.';
+
+create or replace function cortex.alert_severities() returns text[]
+language sql immutable parallel safe set search_path = '' as $$
+  select array['info', 'warning', 'critical']
+$$;
+comment on function cortex.alert_severities() is 'Allowed alert severities, least severe first.';
+
 create table cortex.jobs (
   tenant_id uuid not null references cortex.tenants (id) on delete cascade,
   id bigint generated always as identity,
@@ -9,7 +21,7 @@ create table cortex.jobs (
   payload jsonb not null default '{}' check (jsonb_typeof(payload) = 'object'),
   -- Jobs with the same dedup_key are one job while queued (e.g. one context refresh per contact).
   dedup_key text,
-  status text not null default 'queued' check (status in ('queued', 'running', 'done', 'parked')),
+  status text not null default 'queued' check (status = any (cortex.job_statuses())),
   attempts int not null default 0 check (attempts >= 0),
   max_attempts int not null default 5 check (max_attempts >= 1),
   -- Seconds before the first retry; doubled each further attempt.
@@ -36,7 +48,7 @@ create table cortex.alerts (
   tenant_id uuid not null references cortex.tenants (id) on delete cascade,
   id bigint generated always as identity,
   kind text not null,
-  severity text not null default 'warning' check (severity in ('info', 'warning', 'critical')),
+  severity text not null default 'warning' check (severity = any (cortex.alert_severities())),
   message text not null,
   details jsonb not null default '{}',
   created_at timestamptz not null default now(),
@@ -54,8 +66,9 @@ create policy "Alerts are visible to agents of their tenant" on cortex.alerts
   for select to authenticated using (tenant_id = (select cortex.current_tenant()));
 grant select on cortex.jobs, cortex.alerts to authenticated;
 
--- Enqueue: security definer so that any caller of an API function (read-only agents too, when a
--- read finds stale context) can queue work for its own tenant without write access to the table.
+-- Enqueue: for the worker, operators and other security definer functions only (request_context_refresh,
+-- queue_interaction_summary), which check what an API caller may queue before they call it. No API
+-- role may execute it: a job is model spend, and its kind and payload are the worker's to trust.
 create or replace function cortex.enqueue_job(
   p_tenant_id uuid, p_kind text, p_payload jsonb default '{}', p_dedup_key text default null,
   p_run_at timestamptz default now(), p_max_attempts int default 5, p_retry_base_seconds int default 10
@@ -63,10 +76,8 @@ create or replace function cortex.enqueue_job(
 language plpgsql volatile security definer set search_path = '' as $$
 declare v_id bigint;
 begin
-  -- An API caller may queue work only for its own tenant; the worker (no claims) for any.
-  if cortex.current_tenant() is not null and p_tenant_id is distinct from cortex.current_tenant() then
-    raise exception 'cannot enqueue work for another tenant' using errcode = '42501';
-  end if;
+  -- Reached only through definer functions; the guard still holds their caller to its tenant.
+  perform cortex.guard_tenant(p_tenant_id);
   insert into cortex.jobs (tenant_id, kind, payload, dedup_key, run_at, max_attempts, retry_base_seconds)
   values (p_tenant_id, p_kind, coalesce(p_payload, '{}'), p_dedup_key, p_run_at, p_max_attempts, p_retry_base_seconds)
   on conflict (tenant_id, kind, dedup_key) where dedup_key is not null and status in ('queued', 'running')
@@ -78,13 +89,15 @@ begin
     where j.tenant_id = p_tenant_id and j.kind = p_kind and j.dedup_key = p_dedup_key and j.status = 'queued'
     returning j.id into v_id;
   end if;
-  perform pg_notify('cortex_jobs', p_kind);
+  -- Any role can LISTEN, so the signal carries nothing (no tenant, no kind): it only wakes workers.
+  perform pg_notify('cortex_jobs', '');
   return v_id;
 end $$;
 comment on function cortex.enqueue_job(uuid, text, jsonb, text, timestamptz, int, int) is
-  'Queues a job (once per dedup_key while queued or running) and wakes idle workers with NOTIFY cortex_jobs.';
-revoke execute on function cortex.enqueue_job(uuid, text, jsonb, text, timestamptz, int, int) from public, anon;
-grant execute on function cortex.enqueue_job(uuid, text, jsonb, text, timestamptz, int, int) to authenticated, service_role;
+  'Queues a job (once per dedup_key while queued or running) and wakes idle workers with an empty NOTIFY cortex_jobs. '
+  'Worker, operators and definer functions only (cortex.guard_tenant holds a caller with claims to its tenant).';
+revoke execute on function cortex.enqueue_job(uuid, text, jsonb, text, timestamptz, int, int)
+  from public, anon, authenticated, service_role;
 
 create or replace function cortex.claim_jobs(p_worker text, p_limit int default 1, p_lease_seconds int default 60)
 returns setof cortex.jobs
@@ -146,7 +159,7 @@ begin
     values (p_tenant_id, 'job_parked', 'critical',
             format('%s job %s failed %s times and was parked: %s', j.kind, j.id, j.attempts, left(p_error, 500)),
             jsonb_build_object('job_id', j.id, 'kind', j.kind, 'payload', j.payload, 'error', p_error));
-    perform pg_notify('cortex_alerts', j.kind);
+    perform pg_notify('cortex_alerts', '');  -- a wake-up only: any role can LISTEN
     return 'parked';
   end if;
   update cortex.jobs

@@ -1,0 +1,117 @@
+"""Each vocabulary is defined once in SQL (an immutable `cortex.<name>()` returning text[]) and
+read by the CHECK constraints, the functions' validation and, here, compared with the Python
+Literal of the same list, so the three can never drift apart."""
+
+from __future__ import annotations
+
+from typing import Any, get_args
+
+import psycopg
+import pytest
+
+from cortex import llm, models
+from tests.conftest import Tenant
+
+# SQL vocabulary function -> the Python Literal that must list the same values in the same order.
+PARITY: dict[str, Any] = {
+    "contact_stages": models.Stage,
+    "interaction_types": models.InteractionType,
+    "interaction_directions": models.Direction,
+    "analysis_statuses": models.AnalysisStatus,
+    "sentiments": llm.Sentiment,
+    "intents": llm.Intent,
+    "handoff_reasons": models.HandoffReason,
+    "handoff_urgencies": models.Urgency,
+    "handoff_statuses": models.HandoffStatus,
+    "usage_periods": models.UsageSummaryQuery.model_fields["period"].annotation,
+    "budget_recommendations": models.BudgetCheck.model_fields["recommendation"].annotation,
+}
+# Vocabularies with no Python Literal (yet): still defined once in SQL and used by their CHECKs.
+SQL_ONLY = ("agent_roles", "job_statuses", "alert_severities", "outbox_statuses")
+
+# Which column's CHECK each vocabulary guards (table.column), to prove the constraint reads it.
+CHECKED_BY: dict[str, tuple[str, str]] = {
+    "contact_stages": ("contacts", "stage"),
+    "interaction_types": ("interactions", "type"),
+    "interaction_directions": ("interactions", "direction"),
+    "analysis_statuses": ("interactions", "analysis_status"),
+    "sentiments": ("interactions", "sentiment"),
+    "intents": ("interactions", "intent"),
+    "handoff_reasons": ("handoff_events", "reason"),
+    "handoff_urgencies": ("handoff_events", "urgency"),
+    "handoff_statuses": ("handoff_events", "status"),
+    "agent_roles": ("agents", "role"),
+    "job_statuses": ("jobs", "status"),
+    "alert_severities": ("alerts", "severity"),
+    "outbox_statuses": ("outbox", "status"),
+}
+
+
+def _sql_list(admin: Any, name: str) -> list[str]:
+    row = admin.execute(f"select cortex.{name}() as v").fetchone()
+    assert row is not None
+    return list(row["v"])
+
+
+@pytest.mark.parametrize("name", sorted(PARITY))
+def test_sql_vocabulary_equals_the_python_literal(admin: Any, name: str) -> None:
+    assert _sql_list(admin, name) == list(get_args(PARITY[name])), f"cortex.{name}() and its Literal differ"
+
+
+@pytest.mark.parametrize("name", sorted(CHECKED_BY))
+def test_the_check_constraint_reads_the_vocabulary_function(admin: Any, name: str) -> None:
+    table, column = CHECKED_BY[name]
+    defs = [
+        r["def"]
+        for r in admin.execute(
+            """select pg_get_constraintdef(con.oid) as def from pg_constraint con
+               join pg_class c on c.oid = con.conrelid join pg_namespace n on n.oid = c.relnamespace
+               where n.nspname = 'cortex' and c.relname = %s and con.contype = 'c'""",
+            (table,),
+        ).fetchall()
+    ]
+    assert any(f"{name}()" in d and column in d for d in defs), (table, column, defs)
+
+
+def test_vocabularies_are_immutable_documented_functions(admin: Any) -> None:
+    rows = admin.execute(
+        """select p.proname, p.provolatile, obj_description(p.oid, 'pg_proc') as doc
+           from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+           where n.nspname = 'cortex' and p.proname = any (%s)""",
+        (list(PARITY) + list(SQL_ONLY),),
+    ).fetchall()
+    assert {r["proname"] for r in rows} == set(PARITY) | set(SQL_ONLY)
+    assert all(r["provolatile"] == "i" and r["doc"] for r in rows)
+
+
+def test_no_check_constraint_spells_out_a_list_of_its_own(admin: Any) -> None:
+    """A CHECK written as `x in ('a', 'b')` is a second copy of a vocabulary: use cortex.<name>()."""
+    offenders = [
+        r["name"]
+        for r in admin.execute(
+            """select c.relname || '.' || con.conname as name from pg_constraint con
+               join pg_class c on c.oid = con.conrelid join pg_namespace n on n.oid = c.relnamespace
+               where n.nspname in ('cortex', 'public') and con.contype = 'c'
+                 and pg_get_constraintdef(con.oid) ~ 'ANY \\(\\(?ARRAY\\['"""
+        ).fetchall()
+    ]
+    assert offenders == []
+
+
+def test_the_rule_catches_a_spelled_out_list(admin: Any) -> None:
+    admin.execute("create table cortex.leaky_vocab (tenant_id uuid, v text check (v in ('a', 'b')))")
+    found = admin.execute(
+        """select count(*) as n from pg_constraint con join pg_class c on c.oid = con.conrelid
+           where c.relname = 'leaky_vocab' and pg_get_constraintdef(con.oid) ~ 'ANY \\(\\(?ARRAY\\['"""
+    ).fetchone()
+    assert found is not None and found["n"] == 1
+
+
+def test_a_value_outside_the_vocabulary_is_refused_by_the_table(admin: Any, tenant: Tenant) -> None:
+    with pytest.raises(psycopg.errors.CheckViolation):
+        admin.execute(
+            "insert into cortex.contacts (tenant_id, email, stage) values (%s, 'x@acme.com', 'not-a-stage')",
+            (tenant.id,),
+        )
+    with pytest.raises(psycopg.errors.CheckViolation):
+        admin.execute("update cortex.agents set role = 'overlord' where tenant_id = %s and name = 'luna'", (tenant.id,))
