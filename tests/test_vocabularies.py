@@ -9,22 +9,26 @@ from typing import Any, get_args
 import psycopg
 import pytest
 
-from cortex import llm, models
+from cortex import llm
+from cortex.contacts import models as contacts
+from cortex.handoffs import models as handoffs
+from cortex.interactions import models as interactions
+from cortex.usage import models as usage
 from tests.conftest import Tenant
 
 # SQL vocabulary function -> the Python Literal that must list the same values in the same order.
 PARITY: dict[str, Any] = {
-    "contact_stages": models.Stage,
-    "interaction_types": models.InteractionType,
-    "interaction_directions": models.Direction,
-    "analysis_statuses": models.AnalysisStatus,
+    "contact_stages": contacts.Stage,
+    "interaction_types": interactions.InteractionType,
+    "interaction_directions": interactions.Direction,
+    "analysis_statuses": interactions.AnalysisStatus,
     "sentiments": llm.Sentiment,
     "intents": llm.Intent,
-    "handoff_reasons": models.HandoffReason,
-    "handoff_urgencies": models.Urgency,
-    "handoff_statuses": models.HandoffStatus,
-    "usage_periods": models.UsageSummaryQuery.model_fields["period"].annotation,
-    "budget_recommendations": models.BudgetCheck.model_fields["recommendation"].annotation,
+    "handoff_reasons": handoffs.HandoffReason,
+    "handoff_urgencies": handoffs.Urgency,
+    "handoff_statuses": handoffs.HandoffStatus,
+    "usage_periods": usage.UsageSummaryQuery.model_fields["period"].annotation,
+    "budget_recommendations": usage.BudgetCheck.model_fields["recommendation"].annotation,
 }
 # Vocabularies with no Python Literal (yet): still defined once in SQL and used by their CHECKs.
 SQL_ONLY = ("agent_roles", "job_statuses", "alert_severities", "outbox_statuses")

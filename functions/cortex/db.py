@@ -147,6 +147,15 @@ def _statement(name: str, args: Mapping[str, Any], *, set_returning: bool) -> tu
     return sql.SQL(template).format(_function(name), sql.SQL(", ").join(params)), values
 
 
+def _mapped(exc: psycopg.Error) -> Exception:
+    """The caller's error for a database error; a lost or refused connection passes unchanged
+    (no SQLSTATE, class 08, or a shutdown 57P0x), so workers reconnect and the edge answers 503."""
+    state = exc.sqlstate
+    if isinstance(exc, psycopg.OperationalError) and (state is None or state.startswith(("08", "57P"))):
+        return exc
+    return from_db_error(exc)
+
+
 def call(conn: psycopg.Connection[Any], function: str, /, **args: Any) -> Any:
     """Calls `function` (public unless schema-qualified) with named arguments and returns its
     single value; None arguments are omitted so SQL defaults apply. Errors become CortexError."""
@@ -155,10 +164,8 @@ def call(conn: psycopg.Connection[Any], function: str, /, **args: Any) -> Any:
         with conn.cursor(row_factory=tuple_row) as cur:
             cur.execute(query, values)
             row = cur.fetchone()
-    except psycopg.OperationalError:
-        raise  # the connection, not the caller: workers reconnect, the edge answers 503
     except psycopg.Error as exc:
-        raise from_db_error(exc) from exc
+        raise _mapped(exc) from exc
     return row[0] if row else None
 
 
@@ -169,10 +176,8 @@ def rows(conn: psycopg.Connection[Any], function: str, /, **args: Any) -> list[d
         with conn.cursor(row_factory=dict_row) as cur:
             cur.execute(query, values)
             return cur.fetchall()
-    except psycopg.OperationalError:
-        raise
     except psycopg.Error as exc:
-        raise from_db_error(exc) from exc
+        raise _mapped(exc) from exc
 
 
 async def acall(conn: psycopg.AsyncConnection[Any], function: str, /, **args: Any) -> Any:
@@ -182,16 +187,19 @@ async def acall(conn: psycopg.AsyncConnection[Any], function: str, /, **args: An
         async with conn.cursor(row_factory=tuple_row) as cur:
             await cur.execute(query, values)
             row = await cur.fetchone()
-    except psycopg.OperationalError:
-        raise
     except psycopg.Error as exc:
-        raise from_db_error(exc) from exc
+        raise _mapped(exc) from exc
     return row[0] if row else None
 
 
 # --- acting as a caller ----------------------------------------------------------------------------
 
-_BECOME = "select set_config('role', 'authenticated', true), set_config('request.jwt.claims', %s, true)"
+# As PostgREST does per request: the role, the claims, and the role's own settings (timeouts),
+# which ALTER ROLE alone never applies to a role that is switched to rather than logged in as.
+_BECOME = (
+    "select set_config('role', 'authenticated', true), set_config('request.jwt.claims', %s, true),"
+    " cortex.apply_role_settings('authenticated')"
+)
 
 
 def become(conn: psycopg.Connection[Any], claims: Mapping[str, Any]) -> None:
@@ -248,10 +256,8 @@ async def acall_as(claims: Mapping[str, Any], function: str, /, **args: Any) -> 
                 cur = conn.cursor(row_factory=tuple_row)
                 await cur.execute(query, values)
             row = await cur.fetchone()
-        except psycopg.OperationalError:
-            raise
         except psycopg.Error as exc:
-            raise from_db_error(exc) from exc
+            raise _mapped(exc) from exc
     return row[0] if row else None
 
 

@@ -49,7 +49,8 @@ def refresh_context(claims: Claims, contact_id: str) -> dict[str, Any]:
     """Regenerates a contact's context now (HTTP and CLI path)."""
     tenant_id = claims.get("tenant_id")
     with db.as_caller(claims) as conn:
-        db.call(conn, "get_contact", contact_id=contact_id)  # 404 before any model call
+        db.call(conn, "get_contact", contact_id=contact_id)  # 404 and 403 before any model call
+        db.call(conn, "cortex.require_writer")
         material = db.call(conn, "cortex.context_material", p_tenant_id=tenant_id, p_contact_id=contact_id)
     try:
         context, usage = build_context(material)
