@@ -36,6 +36,12 @@ comment on schema bench is 'Benchmark bookkeeping (plain-text agent keys, run me
 
 create table bench.meta (key text primary key, value text not null);
 
+-- Rendered context (cortex.context_levels) is built once at the end, not at each statement's
+-- commit: the deferred render triggers are off during the load and back on before the backfill.
+alter table cortex.contacts disable trigger contacts_render_context;
+alter table cortex.interactions disable trigger interactions_render_context;
+alter table cortex.contact_context disable trigger contact_context_render_context;
+
 -- Tenants: uneven sizes, one big tenant with 40 % of the contacts --------------------------
 \echo '== tenants and agents'
 create unlogged table bench.tenant_plan (n int primary key, slug text not null, name text not null,
@@ -322,11 +328,24 @@ from (
   where c.interaction_count > 0
 ) x;
 
+\echo '== rendered context levels 0-2 (what get_context reads), one render per contact'
+alter table cortex.contacts enable trigger contacts_render_context;
+alter table cortex.interactions enable trigger interactions_render_context;
+alter table cortex.contact_context enable trigger contact_context_render_context;
+do $$
+declare r record;
+begin
+  for r in select tenant_id, id from cortex.contacts order by tenant_id, id loop
+    perform cortex.render_context_levels(r.tenant_id, r.id);
+  end loop;
+end $$;
+
 \echo '== clean up staging, vacuum and analyze'
 drop table bench.interaction_stage, bench.contact_stage, bench.words, bench.tenant_plan;
 vacuum (analyze) cortex.contacts;
 vacuum (analyze) cortex.interactions;
 vacuum (analyze) cortex.contact_context;
+vacuum (analyze) cortex.context_levels;
 analyze cortex.tenants;
 analyze cortex.agents;
 analyze cortex.agent_keys;
@@ -340,6 +359,7 @@ select 'tenants', count(*)::text from cortex.tenants
 union all select 'contacts', count(*)::text from cortex.contacts
 union all select 'interactions', count(*)::text from cortex.interactions
 union all select 'contact_context', count(*)::text from cortex.contact_context
+union all select 'context_levels', count(*)::text from cortex.context_levels
 union all select 'generated_at', to_char(now() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
 union all select 'database_size', pg_size_pretty(pg_database_size(current_database()))
 -- Written last: a database without it is an interrupted generation and is built again.
