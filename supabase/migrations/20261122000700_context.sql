@@ -105,6 +105,8 @@ begin
   if cortex.current_tenant() is not null and p_tenant_id is distinct from cortex.current_tenant() then
     raise exception 'contact belongs to another tenant' using errcode = '42501';
   end if;
+  -- Lock order (docs/architecture.md): the contact row first, then its context row, then the job.
+  perform from cortex.contacts where tenant_id = p_tenant_id and id = p_contact_id for no key update;
   update cortex.contact_context set stale_since = now()
   where tenant_id = p_tenant_id and contact_id = p_contact_id and stale_since is null;
   -- Three tries, five minutes apart at first (seed 000: retry in 5 minutes, alert after 3 failures).
@@ -167,7 +169,8 @@ begin
   if p_context is null or jsonb_typeof(p_context) <> 'object' or nullif(btrim(p_context ->> 'summary'), '') is null then
     raise exception 'context must be an object with a summary' using errcode = '22023', column = 'context';
   end if;
-  perform from cortex.contacts where tenant_id = p_tenant_id and id = p_contact_id;
+  -- Lock order (docs/architecture.md): the contact row first, then its context row.
+  perform from cortex.contacts where tenant_id = p_tenant_id and id = p_contact_id for no key update;
   if not found then
     perform cortex.contact_not_found(p_contact_id);
   end if;
@@ -217,6 +220,9 @@ grant execute on function cortex.store_context(uuid, uuid, jsonb, jsonb, int) to
 create or replace function cortex.record_context_failure(p_tenant_id uuid, p_contact_id uuid, p_error text)
 returns void
 language sql volatile security definer set search_path = '' as $$
+  -- Lock order (docs/architecture.md): the contact row first, then its context row.
+  select from cortex.contacts where tenant_id = p_tenant_id and id = p_contact_id
+    and (cortex.current_tenant() is null or p_tenant_id = cortex.current_tenant()) for no key update;
   update cortex.contact_context
   set failure_count = failure_count + 1, last_error = left(p_error, 2000), stale_since = coalesce(stale_since, now())
   where tenant_id = p_tenant_id and contact_id = p_contact_id
