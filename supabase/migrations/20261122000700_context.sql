@@ -213,7 +213,7 @@ begin
     'token_count', v_row.token_count);
 end $$;
 comment on function cortex.store_context(uuid, uuid, jsonb, jsonb, int) is
-  'Stores a freshly generated context (clearing staleness and failures) and records its model call; returns the refresh response.';
+  'Stores a freshly generated context (clearing staleness and failures) and records its model call; returns the refresh response. Locks the contact row before the context row (the lock order in docs/architecture.md).';
 revoke execute on function cortex.store_context(uuid, uuid, jsonb, jsonb, int) from public, anon;
 grant execute on function cortex.store_context(uuid, uuid, jsonb, jsonb, int) to authenticated;
 
@@ -416,7 +416,7 @@ create table cortex.context_levels (
   foreign key (tenant_id, contact_id) references cortex.contacts (tenant_id, id) on delete cascade
 );
 comment on table cortex.context_levels is
-  'get_context levels 0-2 of each contact, rendered at write time (content, token_count, truncated), with copies of the staleness inputs; kept current by triggers on contacts, interactions and contact_context.';
+  'get_context levels 0-2 of each contact, rendered at write time (the whole response but is_stale and refresh_queued), with copies of the staleness inputs; kept current by triggers on contacts, interactions and contact_context.';
 
 alter table cortex.context_levels enable row level security;
 create policy "Rendered context is visible to agents of their tenant" on cortex.context_levels
@@ -438,9 +438,15 @@ begin
   insert into cortex.context_levels as l (tenant_id, contact_id, level_0, level_1, level_2, interaction_count,
     has_context, interaction_count_at_generation, generated_at, expires_at, stale_since, rendered_at)
   values (p_tenant_id, p_contact_id,
-    cortex.context_content(c, x, 0, cortex.context_budget(p_tenant_id, null, 0)),
-    cortex.context_content(c, x, 1, cortex.context_budget(p_tenant_id, null, 1)),
-    cortex.context_content(c, x, 2, cortex.context_budget(p_tenant_id, null, 2)),
+    cortex.context_content(c, x, 0, cortex.context_budget(p_tenant_id, null, 0)) || jsonb_build_object(
+      'contact_id', c.id, 'level', 0, 'token_budget', cortex.context_budget(p_tenant_id, null, 0),
+      'generated_at', cortex.iso(x.generated_at)),
+    cortex.context_content(c, x, 1, cortex.context_budget(p_tenant_id, null, 1)) || jsonb_build_object(
+      'contact_id', c.id, 'level', 1, 'token_budget', cortex.context_budget(p_tenant_id, null, 1),
+      'generated_at', cortex.iso(x.generated_at)),
+    cortex.context_content(c, x, 2, cortex.context_budget(p_tenant_id, null, 2)) || jsonb_build_object(
+      'contact_id', c.id, 'level', 2, 'token_budget', cortex.context_budget(p_tenant_id, null, 2),
+      'generated_at', cortex.iso(x.generated_at)),
     c.interaction_count, x.contact_id is not null, x.interaction_count_at_generation, x.generated_at,
     x.expires_at, x.stale_since, clock_timestamp())
   on conflict (tenant_id, contact_id) do update set
@@ -541,11 +547,10 @@ create or replace function public.get_context(contact_id uuid, level int default
 language plpgsql volatile set search_path = '' as $$
 #variable_conflict use_column
 declare
-  v_tenant uuid := cortex.require_tenant();
+  v_tenant uuid;
   v_level int := get_context.level;
-  v_dirty text;
-  v_rendered jsonb;
-  l cortex.context_levels;
+  v_dirty text := current_setting('cortex.context_dirty', true);
+  v_result jsonb;
   c cortex.contacts;
   x cortex.contact_context;
   v_stale boolean;
@@ -553,36 +558,34 @@ declare
   v_content jsonb;
   v_queued boolean := false;
 begin
-  if v_level is null or v_level not between 0 and 3 then
-    raise exception 'level must be 0, 1, 2 or 3' using errcode = '22023', column = 'level';
-  end if;
-
   -- Levels 0-2: the rendering of the last write (one row), unless this transaction wrote the
   -- contact itself and it is not rendered yet.
-  v_dirty := current_setting('cortex.context_dirty', true);
-  if v_level <= 2 and (v_dirty is null or v_dirty = '' or strpos(v_dirty, get_context.contact_id::text) = 0) then
-    select l.tenant_id, l.contact_id, case v_level when 0 then l.level_0 when 1 then l.level_1 else l.level_2 end,
-           l.interaction_count, l.has_context, l.interaction_count_at_generation, l.generated_at, l.expires_at,
-           l.stale_since
-    into l.tenant_id, l.contact_id, v_rendered, l.interaction_count, l.has_context,
-         l.interaction_count_at_generation, l.generated_at, l.expires_at, l.stale_since
-    from cortex.context_levels l where l.tenant_id = v_tenant and l.contact_id = get_context.contact_id;
-    if found then
-      -- The same test as cortex.context_is_stale, on the copies.
-      v_stale := not l.has_context or l.stale_since is not null
-        or l.interaction_count_at_generation is distinct from l.interaction_count
-        or l.generated_at < now() - interval '24 hours'
-        or (l.expires_at is not null and l.expires_at <= now());
-      if v_stale and not exists (
-          select from cortex.jobs j where j.tenant_id = v_tenant and j.kind = 'generate_context'
-            and j.dedup_key = l.contact_id::text and j.status in ('queued', 'running')) then
-        perform cortex.request_context_refresh(v_tenant, l.contact_id, 'stale_read');
-        v_queued := true;
+  if v_level between 0 and 2 and (v_dirty is null or v_dirty = '' or strpos(v_dirty, get_context.contact_id::text) = 0) then
+    select case v_level when 0 then l.level_0 when 1 then l.level_1 else l.level_2 end
+      || jsonb_build_object(
+           -- The same test as cortex.context_is_stale, on the copies.
+           'is_stale', not l.has_context or l.stale_since is not null
+             or l.interaction_count_at_generation is distinct from l.interaction_count
+             or l.generated_at < now() - interval '24 hours'
+             or (l.expires_at is not null and l.expires_at <= now()),
+           'refresh_queued', false)
+    into v_result
+    from cortex.context_levels l
+    where l.tenant_id = cortex.current_tenant() and l.contact_id = get_context.contact_id;
+    if v_result is not null then
+      if (v_result ->> 'is_stale')::boolean and not exists (
+          select from cortex.jobs j where j.tenant_id = cortex.current_tenant() and j.kind = 'generate_context'
+            and j.dedup_key = get_context.contact_id::text and j.status in ('queued', 'running')) then
+        perform cortex.request_context_refresh(cortex.current_tenant(), get_context.contact_id, 'stale_read');
+        v_result := v_result || jsonb_build_object('refresh_queued', true);
       end if;
-      return v_rendered || jsonb_build_object(
-        'contact_id', l.contact_id, 'level', v_level, 'token_budget', cortex.context_budget(v_tenant, null, v_level),
-        'generated_at', cortex.iso(l.generated_at), 'is_stale', v_stale, 'refresh_queued', v_queued);
+      return v_result;
     end if;
+  end if;
+
+  v_tenant := cortex.require_tenant();
+  if v_level is null or v_level not between 0 and 3 then
+    raise exception 'level must be 0, 1, 2 or 3' using errcode = '22023', column = 'level';
   end if;
 
   -- Level 3 (the agent's own budget), or not rendered yet: assemble now.
