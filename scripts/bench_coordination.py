@@ -49,8 +49,9 @@ from benchlib import (
     with_database,
 )
 
-from cortex import db, handoffs, llm
+from cortex import db, llm
 from cortex.config import get_settings
+from cortex.handoffs import service as handoffs
 
 GENERATOR = ROOT / "sql" / "bench" / "generate_coordination.sql"
 RESULTS_JSON = ROOT / "bench-results" / "coordination.json"

@@ -4,6 +4,8 @@
 usage: bench_core.py generate            drop, recreate and migrate cortex_bench, then load sql/bench/generate_core.sql
        bench_core.py status              exit 0 when cortex_bench holds a complete data set, 1 otherwise
        bench_core.py run [options]       measure, write bench-results/core.json and print markdown tables
+       bench_core.py pgbench [options]   get_context level 1 in SQL with pgbench (sql/bench/get_context_level1.pgbench),
+                                         write bench-results/get_context_pgbench.json
 
 The base connection comes from DATABASE_URL (scripts/bench reads .env.local); the benchmark database
 is the same server with the database name cortex_bench (or BENCH_DATABASE_URL). Every loop is
@@ -18,8 +20,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -54,10 +58,14 @@ from benchlib import (
     with_database,
 )
 
-from cortex import db, interactions, llm
+from cortex import db, llm
 from cortex.config import get_settings
+from cortex.interactions import service as interactions
 
 GENERATOR = ROOT / "sql" / "bench" / "generate_core.sql"
+PGBENCH_TARGETS = ROOT / "sql" / "bench" / "get_context_targets.sql"
+PGBENCH_SCRIPT = ROOT / "sql" / "bench" / "get_context_level1.pgbench"
+PGBENCH_RESULTS = ROOT / "bench-results" / "get_context_pgbench.json"
 RESULTS = ROOT / "bench-results" / "core.json"
 BENCH_DB = "cortex_bench"
 WRITERS = ("luna", "mia", "anna", "jasper")
@@ -892,6 +900,51 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def bench_context_pgbench(dsn: str, clients: int, seconds: int, max_load: float, max_wait: float) -> dict[str, Any]:
+    """get_context level 1 as PostgREST runs it (role and claims set in the transaction), from
+    pgbench with `clients` connections for `seconds`, on random contacts whose context is fresh."""
+    reset(dsn)
+    subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", str(PGBENCH_TARGETS), dsn], check=True)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("select count(*) from bench.context_targets").fetchone()
+        targets = int(row[0]) if row else 0
+        if targets == 0:
+            raise SystemExit("bench: no contact with a fresh context to read (regenerate the data set)")
+        jobs_before = conn.execute("select count(*) from cortex.jobs").fetchone()
+        info = machine_info(conn)
+    load_at_start = wait_for_quiet(max_load, max_wait)
+    load_before = os.getloadavg()[0]
+    threads = max(1, min(clients, os.cpu_count() or 1))
+    command = ["pgbench", "-n", "-M", "prepared", "-c", str(clients), "-j", str(threads), "-T", str(seconds)]
+    command += ["-D", f"targets={targets}", "-f", str(PGBENCH_SCRIPT), dsn]
+    done = subprocess.run(command, check=True, capture_output=True, text=True)
+
+    def figure(label: str) -> float:
+        for line in done.stdout.splitlines():
+            if line.startswith(label):
+                return float(line.split("=", 1)[1].split()[0])
+        return math.nan
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        jobs_after = conn.execute("select count(*) from cortex.jobs").fetchone()
+    failed = next((ln for ln in done.stdout.splitlines() if ln.startswith("number of failed transactions")), "")
+    return {
+        "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": info,
+        "script": str(PGBENCH_SCRIPT.relative_to(ROOT)),
+        "clients": clients,
+        "threads": threads,
+        "seconds": seconds,
+        "targets": targets,
+        "calls_per_s": figure("tps"),
+        "latency_avg_ms": figure("latency average"),
+        "failed": failed.split(":", 1)[1].strip() if failed else None,
+        "refreshes_queued": (jobs_after[0] if jobs_after else 0) - (jobs_before[0] if jobs_before else 0),
+        "load_average_at_start": round(load_at_start, 2),
+        "load_average_before": round(load_before, 2),
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line entry point."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -910,7 +963,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--max-wait", type=float, default=900.0, help="wait at most this long for --max-load (s)")
     r.add_argument("--no-http", dest="http", action="store_false", help="skip the HTTP measurements")
     r.add_argument("--out", default=str(RESULTS), help="where to write the JSON results")
+    pg = sub.add_parser("pgbench", help="get_context level 1 in SQL with pgbench")
+    pg.add_argument("--clients", type=int, default=16, help="pgbench connections (default 16)")
+    pg.add_argument("--seconds", type=int, default=30, help="run time (default 30)")
+    pg.add_argument("--max-load", type=float, default=1.0, help="start when the 1-min load average is below this")
+    pg.add_argument("--max-wait", type=float, default=300.0, help="wait at most this long for --max-load (s)")
+    pg.add_argument("--out", default=str(PGBENCH_RESULTS), help="where to write the JSON result")
     args = parser.parse_args(argv)
+    if args.command == "pgbench":
+        result = bench_context_pgbench(bench_dsn(), args.clients, args.seconds, args.max_load, args.max_wait)
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+        print(
+            f"get_context level 1 (pgbench, {result['clients']} clients, {result['seconds']} s): "
+            f"{result['calls_per_s']:.0f} calls/s, {result['latency_avg_ms']} ms average, "
+            f"failed {result['failed']}, refreshes queued {result['refreshes_queued']}, "
+            f"load average before {result['load_average_before']}"
+        )
+        print(f"result written to {out}")
+        return 0
     if args.command == "generate":
         seconds = generate(bench_dsn())
         print(f"{dbname(bench_dsn())} generated in {seconds:.0f} s")

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import ROOT, base_dsn, recreate_database, with_database
 from benchlib import machine_info as full_machine_info
 
-from cortex import webhooks
+from cortex.notifications import delivery as webhooks
 
 BENCH_DB = "cortex_bench_webhooks"
 RESULTS = ROOT / "bench-results" / "webhooks.json"

@@ -8,13 +8,15 @@ import re
 import uuid
 from typing import Any
 
+import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cortex.context import service as context_service
-from cortex.db import agent_claims, call
+from cortex.db import agent_claims, as_caller, call
 from cortex.errors import CortexError
+from cortex.queue import worker
 from tests.conftest import AsAgent, Tenant
 from tests.fake_anthropic import FakeAnthropic
 
@@ -316,3 +318,132 @@ def test_property_get_context_never_exceeds_budget_nor_cuts_a_word(
             for item in result["recent_interactions"]:
                 if "summary" in item:
                     assert whole_word_prefix(item["summary"], sources)
+
+
+# --- precomputed reads: levels 0-2 are rendered at write time ---------------------------------
+
+ENVELOPE = ("contact_id", "level", "token_budget", "generated_at", "is_stale", "refresh_queued")
+
+
+def fresh_assembly(admin: Any, tenant: Tenant, contact_id: str, level: int) -> dict[str, Any]:
+    """What get_context would assemble now (content, staleness, generated_at), straight from the tables."""
+    row = admin.execute(
+        "select cortex.context_content(c, x, %(l)s, cortex.context_budget(c.tenant_id, null, %(l)s)) as content,"
+        " cortex.context_is_stale(x, c.interaction_count) as stale, cortex.iso(x.generated_at) as generated_at"
+        " from cortex.contacts c"
+        " left join cortex.contact_context x on x.tenant_id = c.tenant_id and x.contact_id = c.id"
+        " where c.tenant_id = %(t)s and c.id = %(c)s",
+        {"l": level, "t": tenant.id, "c": contact_id},
+    ).fetchone()
+    assert row is not None
+    return dict(row)
+
+
+def assert_rendered_is_fresh(admin: Any, as_agent: AsAgent, tenant: Tenant, contact_id: str, after: str) -> None:
+    """get_context at levels 0-2 (read from context_levels) equals a fresh assembly."""
+    for level in (0, 1, 2):
+        rendered = admin.execute(
+            "select count(*) as n from cortex.context_levels where tenant_id = %s and contact_id = %s",
+            (tenant.id, contact_id),
+        ).fetchone()
+        assert rendered["n"] == 1, f"no rendered row after {after}"
+        with as_agent(tenant, "mia") as conn:
+            got = call(conn, "get_context", contact_id=contact_id, level=level)
+        fresh = fresh_assembly(admin, tenant, contact_id, level)
+        assert {k: v for k, v in got.items() if k not in ENVELOPE} == fresh["content"], (after, level)
+        assert (got["is_stale"], got["generated_at"]) == (fresh["stale"], fresh["generated_at"]), (after, level)
+        assert (got["level"], got["contact_id"], got["token_budget"]) == (level, contact_id, BUDGETS[level])
+
+
+def test_rendered_levels_equal_a_fresh_assembly_after_every_kind_of_change(
+    tenant: Tenant, as_agent: AsAgent, admin: Any, dsn: str, contact: dict[str, Any]
+) -> None:
+    cid = contact["id"]
+    assert_rendered_is_fresh(admin, as_agent, tenant, cid, "contact created")
+    with as_agent(tenant, "luna") as conn:
+        call(conn, "log_interaction", contact_id=cid, type="note", summary="Asked about reusable cups.")
+    assert_rendered_is_fresh(admin, as_agent, tenant, cid, "interaction with summary")
+    with as_agent(tenant, "luna") as conn:
+        call(
+            conn,
+            "log_interaction",
+            contact_id=cid,
+            type="email_received",
+            subject="Late order",
+            raw_content="Our order is late again and we are frustrated. Please call us back.",
+        )
+    assert_rendered_is_fresh(admin, as_agent, tenant, cid, "interaction pending analysis")
+    with psycopg.connect(dsn, autocommit=True) as queue:
+        while worker.run_once(queue, "w1"):  # the summary, then the context it made stale
+            pass
+    assert_rendered_is_fresh(admin, as_agent, tenant, cid, "worker: analysis and regeneration")
+    with as_agent(tenant, "luna") as conn:
+        call(conn, "update_contact", contact_id=cid, patch={"name": "John Q. Smith", "stage": "churning"})
+    assert_rendered_is_fresh(admin, as_agent, tenant, cid, "contact patch")
+    with as_agent(tenant, "luna") as conn:
+        call(conn, "upsert_contact", email="john@acme.com", company_name="Acme Holdings")
+    assert_rendered_is_fresh(admin, as_agent, tenant, cid, "contact upsert")
+    store(as_agent, tenant, cid)
+    assert_rendered_is_fresh(admin, as_agent, tenant, cid, "regeneration (refresh_context)")
+    with as_agent(tenant, "anna") as conn:
+        call(
+            conn,
+            "create_handoff",
+            contact_id=cid,
+            to_agent="jasper",
+            reason="escalation",
+            reason_detail="Wants a call about the late order",
+        )
+    assert_rendered_is_fresh(admin, as_agent, tenant, cid, "handoff")
+    got = admin.execute(
+        "select level_1 -> 'last_handoff' ->> 'to' as to from cortex.context_levels where contact_id = %s", (cid,)
+    ).fetchone()
+    assert got["to"] == "jasper"
+    store(as_agent, tenant, cid)
+    assert_rendered_is_fresh(admin, as_agent, tenant, cid, "regeneration after the handoff")
+    admin.execute("select cortex.record_context_failure(%s, %s, 'model down')", (tenant.id, cid))
+    assert_rendered_is_fresh(admin, as_agent, tenant, cid, "failed regeneration")
+    admin.execute("update cortex.contact_context set generated_at = now() - interval '25 hours'")
+    assert_rendered_is_fresh(admin, as_agent, tenant, cid, "aged context")
+
+    admin.execute("delete from cortex.contacts where id = %s", (cid,))
+    assert admin.execute("select count(*) as n from cortex.context_levels").fetchone()["n"] == 0
+    with pytest.raises(CortexError) as err, as_agent(tenant, "luna") as conn:
+        call(conn, "get_context", contact_id=cid, level=1)
+    assert err.value.status == 404
+
+
+def test_a_read_of_levels_0_to_2_uses_the_rendered_row_and_assembles_nothing(
+    tenant: Tenant, as_agent: AsAgent, admin: Any, dsn: str, contact: dict[str, Any]
+) -> None:
+    store(as_agent, tenant, contact["id"])
+    # A marker written into the rendered row is what the read returns: the row is used as is.
+    admin.execute(
+        "update cortex.context_levels set level_1 = jsonb_set(level_1, '{header,name}', '\"from the row\"')"
+        " where contact_id = %s",
+        (contact["id"],),
+    )
+    with as_agent(tenant, "luna") as conn:
+        assert call(conn, "get_context", contact_id=contact["id"], level=1)["header"]["name"] == "from the row"
+    # And no assembly runs (function call counts of this transaction); level 3 still assembles.
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("set track_functions = 'pl'")
+        for level, assemblies in ((0, 0), (1, 0), (2, 0), (3, 1)):
+            with as_caller(agent_claims(tenant.id, "luna"), conn) as c:
+                out = call(c, "get_context", contact_id=contact["id"], level=level)
+                calls = c.execute(
+                    "select coalesce(sum(calls), 0) from pg_stat_xact_user_functions"
+                    " where schemaname = 'cortex' and funcname = 'context_content'"
+                ).fetchone()
+            assert out["level"] == level and out["is_stale"] is False
+            assert calls is not None and calls[0] == assemblies, level
+
+
+def test_a_read_in_the_writing_transaction_sees_its_own_write(
+    tenant: Tenant, as_agent: AsAgent, contact: dict[str, Any]
+) -> None:
+    store(as_agent, tenant, contact["id"])
+    with as_agent(tenant, "luna") as conn:
+        call(conn, "update_contact", contact_id=contact["id"], patch={"name": "Johanna Smith"})
+        inside = call(conn, "get_context", contact_id=contact["id"], level=0)
+    assert inside["header"]["name"] == "Johanna Smith"

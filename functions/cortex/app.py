@@ -168,7 +168,7 @@ async def handle(request: Request) -> Response:
                 "request %s %s %s failed: %s (sqlstate %s)",
                 request_id,
                 request.method,
-                request.scope['path'],
+                request.scope["path"],
                 exc.message,
                 exc.sqlstate,
             )
@@ -180,7 +180,7 @@ async def handle(request: Request) -> Response:
             request_id,
         )
     except Exception:
-        logger.exception("request %s %s %s failed", request_id, request.method, request.scope['path'])
+        logger.exception("request %s %s %s failed", request_id, request.method, request.scope["path"])
         reply = _error_reply(
             CortexError(
                 500,

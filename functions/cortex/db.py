@@ -210,13 +210,17 @@ def become(conn: psycopg.Connection[Any], claims: Mapping[str, Any]) -> None:
 
 @contextmanager
 def transaction(conn: psycopg.Connection[Any] | None = None) -> Iterator[psycopg.Connection[Any]]:
-    """A pooled connection inside one transaction (committed on success, rolled back on error)."""
-    if conn is not None:
-        with conn.transaction():
-            yield conn
-        return
-    with get_pool().connection() as c, c.transaction():
-        yield c
+    """A pooled connection inside one transaction (committed on success, rolled back on error).
+    An error at commit (deferred triggers render contexts then) is mapped like any call's."""
+    try:
+        if conn is not None:
+            with conn.transaction():
+                yield conn
+            return
+        with get_pool().connection() as c, c.transaction():
+            yield c
+    except psycopg.Error as exc:
+        raise _mapped(exc) from exc
 
 
 @contextmanager

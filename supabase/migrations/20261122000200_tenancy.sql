@@ -121,24 +121,30 @@ create trigger agent_config_updated_at before update on cortex.agent_config
 -- PostgREST puts the verified JWT's claims in request.jwt.claims; the HTTP API sets the same
 -- GUC in the same way, so both call paths resolve tenant and agent identically.
 
+-- jwt_claims, current_tenant and current_agent are plpgsql, not sql: with their SET clause a sql
+-- function cannot be inlined and is parsed and planned again in every transaction (half of a
+-- get_context read); plpgsql keeps its plans for the session.
 create or replace function cortex.jwt_claims() returns jsonb
-language sql stable set search_path = '' as $$
-  select coalesce(nullif(current_setting('request.jwt.claims', true), ''), '{}')::jsonb
-$$;
+language plpgsql stable set search_path = '' as $$
+begin
+  return coalesce(nullif(current_setting('request.jwt.claims', true), ''), '{}')::jsonb;
+end $$;
 comment on function cortex.jwt_claims() is 'The request''s JWT claims (PostgREST''s request.jwt.claims), {} when none.';
 
 create or replace function cortex.current_tenant() returns uuid
-language sql stable set search_path = '' as $$
-  select nullif(coalesce(c ->> 'tenant_id', c -> 'app_metadata' ->> 'tenant_id'), '')::uuid
-  from (select cortex.jwt_claims() as c) s
-$$;
+language plpgsql stable set search_path = '' as $$
+declare c jsonb := cortex.jwt_claims();
+begin
+  return nullif(coalesce(c ->> 'tenant_id', c -> 'app_metadata' ->> 'tenant_id'), '')::uuid;
+end $$;
 comment on function cortex.current_tenant() is 'Tenant of the caller, from the tenant_id claim (top level or app_metadata).';
 
 create or replace function cortex.current_agent() returns text
-language sql stable set search_path = '' as $$
-  select nullif(coalesce(c ->> 'agent', c -> 'app_metadata' ->> 'agent'), '')
-  from (select cortex.jwt_claims() as c) s
-$$;
+language plpgsql stable set search_path = '' as $$
+declare c jsonb := cortex.jwt_claims();
+begin
+  return nullif(coalesce(c ->> 'agent', c -> 'app_metadata' ->> 'agent'), '');
+end $$;
 comment on function cortex.current_agent() is 'Agent name of the caller, from the agent claim (top level or app_metadata).';
 
 create or replace function cortex.require_tenant() returns uuid

@@ -176,6 +176,11 @@ begin
   if nullif(btrim(p_analysis ->> 'summary'), '') is null then
     raise exception 'summary is required' using errcode = '22023', column = 'summary';
   end if;
+  -- Lock order (docs/architecture.md): the contact row first, then the interaction, then the context.
+  perform from cortex.contacts c
+  where c.tenant_id = p_tenant_id
+    and c.id = (select i.contact_id from cortex.interactions i where i.tenant_id = p_tenant_id and i.id = p_interaction_id)
+  for no key update;
   if p_usage is not null then
     v_usage := cortex.record_token_usage(
       p_tenant_id, coalesce(p_usage ->> 'agent', cortex.current_agent(), 'system'), p_usage ->> 'model',
@@ -287,8 +292,9 @@ begin
   end if;
 
   -- Lock the contact: its counters change with the log, and a concurrent log must see them.
+  -- Lock order (docs/architecture.md): the contact row first, then its context row.
   perform from cortex.contacts c
-  where c.tenant_id = v_tenant and c.id = log_interaction.contact_id for update;
+  where c.tenant_id = v_tenant and c.id = log_interaction.contact_id for no key update;
   if not found then
     perform cortex.contact_not_found(log_interaction.contact_id);
   end if;

@@ -119,6 +119,8 @@ begin
       end if;
     end if;
   end if;
+  -- Lock order (docs/architecture.md): the contact row first, then its context row, then the job.
+  perform from cortex.contacts where tenant_id = p_tenant_id and id = p_contact_id for no key update;
   update cortex.contact_context set stale_since = now()
   where tenant_id = p_tenant_id and contact_id = p_contact_id and stale_since is null;
   -- Three tries, five minutes apart at first (seed 000: retry in 5 minutes, alert after 3 failures).
@@ -183,7 +185,8 @@ begin
   if p_context is null or jsonb_typeof(p_context) <> 'object' or nullif(btrim(p_context ->> 'summary'), '') is null then
     raise exception 'context must be an object with a summary' using errcode = '22023', column = 'context';
   end if;
-  perform from cortex.contacts where tenant_id = p_tenant_id and id = p_contact_id;
+  -- Lock order (docs/architecture.md): the contact row first, then its context row.
+  perform from cortex.contacts where tenant_id = p_tenant_id and id = p_contact_id for no key update;
   if not found then
     perform cortex.contact_not_found(p_contact_id);
   end if;
@@ -227,7 +230,8 @@ begin
 end $$;
 comment on function cortex.store_context(uuid, uuid, jsonb, jsonb, int) is
   'Stores a freshly generated context (clearing staleness and failures) and records its model call; returns the refresh response. '
-  'An API caller must be a writing agent of p_tenant_id (cortex.guard_writer) and records usage for itself unless admin.';
+  'An API caller must be a writing agent of p_tenant_id (cortex.guard_writer) and records usage for itself unless admin. '
+  'Locks the contact row before the context row (the lock order in docs/architecture.md).';
 revoke execute on function cortex.store_context(uuid, uuid, jsonb, jsonb, int) from public, anon;
 grant execute on function cortex.store_context(uuid, uuid, jsonb, jsonb, int) to authenticated;
 
@@ -236,6 +240,8 @@ returns void
 language plpgsql volatile security definer set search_path = '' as $$
 begin
   perform cortex.guard_writer(p_tenant_id);
+  -- Lock order (docs/architecture.md): the contact row first, then its context row.
+  perform from cortex.contacts where tenant_id = p_tenant_id and id = p_contact_id for no key update;
   update cortex.contact_context
   set failure_count = failure_count + 1, last_error = left(p_error, 2000), stale_since = coalesce(stale_since, now())
   where tenant_id = p_tenant_id and contact_id = p_contact_id;
@@ -258,16 +264,15 @@ $$;
 comment on function cortex.context_budget(uuid, text, int) is 'Token budget of a context level: 60, 350, 900, or the agent''s max_input_tokens for level 3.';
 grant execute on function cortex.context_budget(uuid, text, int) to authenticated;
 
-create or replace function public.get_context(contact_id uuid, level int default 1) returns jsonb
-language plpgsql volatile set search_path = '' as $$
-#variable_conflict use_column
+-- The assembly itself: what get_context returns for one level, without the envelope. Used by
+-- the pre-rendering below (levels 0-2, at write time) and by get_context for level 3.
+create or replace function cortex.context_content(
+  c cortex.contacts, x cortex.contact_context, p_level int, p_budget int
+) returns jsonb
+language plpgsql stable set search_path = '' as $$
 declare
-  v_tenant uuid := cortex.require_tenant();
-  v_level int := get_context.level;
-  c cortex.contacts;
-  x cortex.contact_context;
-  v_stale boolean;
-  v_budget int;
+  v_level int := p_level;
+  v_budget int := p_budget;
   v_max int;
   v_header jsonb;
   v_ctx jsonb;
@@ -282,26 +287,8 @@ declare
   v_sum int;
   v_total_items int := 0;
   v_truncated boolean := false;
-  v_queued boolean := false;
   v_guard int := 0;
 begin
-  if v_level is null or v_level not between 0 and 3 then
-    raise exception 'level must be 0, 1, 2 or 3' using errcode = '22023', column = 'level';
-  end if;
-  select * into c from cortex.contacts ct where ct.tenant_id = v_tenant and ct.id = get_context.contact_id;
-  if not found then
-    perform cortex.contact_not_found(get_context.contact_id);
-  end if;
-  select * into x from cortex.contact_context cx where cx.tenant_id = v_tenant and cx.contact_id = c.id;
-  v_stale := cortex.context_is_stale(x, c.interaction_count);
-  if v_stale and not exists (
-      select from cortex.jobs j where j.tenant_id = v_tenant and j.kind = 'generate_context'
-        and j.dedup_key = c.id::text and j.status in ('queued', 'running')) then
-    perform cortex.request_context_refresh(v_tenant, c.id, 'stale_read');
-    v_queued := true;
-  end if;
-
-  v_budget := cortex.context_budget(v_tenant, cortex.current_agent(), v_level);
   v_max := v_budget * 4;
 
   -- Every field is pre-fitted to a sane size; the loop below enforces the budget exactly.
@@ -336,7 +323,7 @@ begin
           coalesce(c.name, c.email) || coalesce(' at ' || c.company_name, '') || ' (' || c.stage || ').',
           c.interaction_count || ' interaction(s) logged.',
           (select 'Latest: ' || i.summary from cortex.interactions i
-           where i.tenant_id = v_tenant and i.contact_id = c.id and i.summary is not null
+           where i.tenant_id = c.tenant_id and i.contact_id = c.id and i.summary is not null
            order by i.created_at desc limit 1)), 900),
         'key_facts', '[]'::jsonb,
         'current_status', 'Working context is being generated');
@@ -352,7 +339,7 @@ begin
                'date', cortex.iso(i.created_at))) as it,
              row_number() over (order by i.created_at desc, i.id) as rn
       from cortex.interactions i
-      where i.tenant_id = v_tenant and i.contact_id = c.id
+      where i.tenant_id = c.tenant_id and i.contact_id = c.id
       order by i.created_at desc, i.id
       limit case when v_level = 2 then 10 else 500 end
     ) s;
@@ -415,13 +402,232 @@ begin
   end loop;
 
   return v_content || jsonb_build_object(
-    'contact_id', c.id, 'level', v_level, 'token_count', ceil(v_len / 4.0)::int, 'token_budget', v_budget,
-    'generated_at', cortex.iso(x.generated_at), 'is_stale', v_stale, 'truncated', v_truncated,
-    'refresh_queued', v_queued,
+    'token_count', ceil(v_len / 4.0)::int, 'truncated', v_truncated,
     'interactions_total', case when v_level >= 2 then v_total_items end);
 end $$;
+comment on function cortex.context_content(cortex.contacts, cortex.contact_context, int, int) is
+  'Assembles a contact''s working context at one level under a token budget (estimate: ceil(chars / 4) of the content''s JSON): header, context, last_handoff and recent_interactions as the level asks, plus token_count, truncated and interactions_total. Least important items are dropped first; no field is cut mid-word.';
+grant execute on function cortex.context_content(cortex.contacts, cortex.contact_context, int, int) to authenticated;
+
+-- Precomputed reads ---------------------------------------------------------------------------
+-- Levels 0-2 are rendered when what they show changes, so get_context reads one row. Every
+-- write to a contact, its interactions or its context names the contact in a transaction-local
+-- setting (cortex.context_dirty, statement triggers); at commit a deferred trigger renders each
+-- named contact once, in key order. The staleness inputs are copied beside the rendering, so
+-- the staleness check needs no other row. A read in the writing transaction itself (the contact
+-- is still named) assembles, so it sees its own writes.
+
+create table cortex.context_levels (
+  tenant_id uuid not null,
+  contact_id uuid not null,
+  level_0 jsonb not null,
+  level_1 jsonb not null,
+  level_2 jsonb not null,
+  -- Copies of the staleness inputs (contacts.interaction_count and contact_context's fields).
+  interaction_count int not null,
+  has_context boolean not null,
+  interaction_count_at_generation int,
+  generated_at timestamptz,
+  expires_at timestamptz,
+  stale_since timestamptz,
+  rendered_at timestamptz not null default now(),
+  primary key (tenant_id, contact_id),
+  foreign key (tenant_id, contact_id) references cortex.contacts (tenant_id, id) on delete cascade
+);
+comment on table cortex.context_levels is
+  'get_context levels 0-2 of each contact, rendered at write time (the whole response but is_stale and refresh_queued), with copies of the staleness inputs; kept current by triggers on contacts, interactions and contact_context.';
+
+alter table cortex.context_levels enable row level security;
+create policy "Rendered context is visible to agents of their tenant" on cortex.context_levels
+  for select to authenticated using (tenant_id = (select cortex.current_tenant()));
+grant select on cortex.context_levels to authenticated;
+
+create or replace function cortex.render_context_levels(p_tenant_id uuid, p_contact_id uuid) returns void
+language plpgsql volatile set search_path = '' as $$
+declare
+  c cortex.contacts;
+  x cortex.contact_context;
+begin
+  select * into c from cortex.contacts ct where ct.tenant_id = p_tenant_id and ct.id = p_contact_id;
+  if not found then
+    delete from cortex.context_levels l where l.tenant_id = p_tenant_id and l.contact_id = p_contact_id;
+    return;
+  end if;
+  select * into x from cortex.contact_context cx where cx.tenant_id = p_tenant_id and cx.contact_id = p_contact_id;
+  insert into cortex.context_levels as l (tenant_id, contact_id, level_0, level_1, level_2, interaction_count,
+    has_context, interaction_count_at_generation, generated_at, expires_at, stale_since, rendered_at)
+  values (p_tenant_id, p_contact_id,
+    cortex.context_content(c, x, 0, cortex.context_budget(p_tenant_id, null, 0)) || jsonb_build_object(
+      'contact_id', c.id, 'level', 0, 'token_budget', cortex.context_budget(p_tenant_id, null, 0),
+      'generated_at', cortex.iso(x.generated_at)),
+    cortex.context_content(c, x, 1, cortex.context_budget(p_tenant_id, null, 1)) || jsonb_build_object(
+      'contact_id', c.id, 'level', 1, 'token_budget', cortex.context_budget(p_tenant_id, null, 1),
+      'generated_at', cortex.iso(x.generated_at)),
+    cortex.context_content(c, x, 2, cortex.context_budget(p_tenant_id, null, 2)) || jsonb_build_object(
+      'contact_id', c.id, 'level', 2, 'token_budget', cortex.context_budget(p_tenant_id, null, 2),
+      'generated_at', cortex.iso(x.generated_at)),
+    c.interaction_count, x.contact_id is not null, x.interaction_count_at_generation, x.generated_at,
+    x.expires_at, x.stale_since, clock_timestamp())
+  on conflict (tenant_id, contact_id) do update set
+    level_0 = excluded.level_0, level_1 = excluded.level_1, level_2 = excluded.level_2,
+    interaction_count = excluded.interaction_count, has_context = excluded.has_context,
+    interaction_count_at_generation = excluded.interaction_count_at_generation,
+    generated_at = excluded.generated_at, expires_at = excluded.expires_at, stale_since = excluded.stale_since,
+    rendered_at = excluded.rendered_at;
+end $$;
+comment on function cortex.render_context_levels(uuid, uuid) is
+  'Renders get_context levels 0-2 of one contact into cortex.context_levels (with copies of the staleness inputs); removes the row when the contact is gone. Called at commit by cortex.render_dirty_contexts, and for backfills.';
+revoke execute on function cortex.render_context_levels(uuid, uuid) from public, anon, authenticated;
+
+-- Statement trigger (AFTER ... REFERENCING ... FOR EACH STATEMENT): adds the contacts whose
+-- rendered context the statement may have changed to cortex.context_dirty ('tenant:contact'
+-- keys, sorted, space-separated), a transaction-local setting. Takes no lock.
+create or replace function cortex.mark_context_dirty() returns trigger
+language plpgsql set search_path = '' as $$
+declare
+  v_keys text[];
+begin
+  if tg_table_name = 'contacts' and tg_op = 'INSERT' then
+    v_keys := array(select n.tenant_id || ':' || n.id from new_rows n);
+  elsif tg_table_name = 'contacts' then
+    -- Only the fields the rendering shows (owner, tags and custom fields are not in it).
+    v_keys := array(
+      select n.tenant_id || ':' || n.id from new_rows n
+      join old_rows o on o.tenant_id = n.tenant_id and o.id = n.id
+      where (n.name, n.company_name, n.email, n.stage, n.last_touch_at, n.last_touch_agent, n.interaction_count)
+            is distinct from
+            (o.name, o.company_name, o.email, o.stage, o.last_touch_at, o.last_touch_agent, o.interaction_count));
+  elsif tg_op = 'DELETE' then
+    v_keys := array(select distinct o.tenant_id || ':' || o.contact_id from old_rows o);
+  else
+    v_keys := array(select distinct n.tenant_id || ':' || n.contact_id from new_rows n);
+  end if;
+  if cardinality(v_keys) > 0 then
+    perform set_config('cortex.context_dirty', (
+      select string_agg(k, ' ' order by k)
+      from (select unnest(string_to_array(nullif(current_setting('cortex.context_dirty', true), ''), ' '))
+            union select unnest(v_keys)) s (k)), true);
+  end if;
+  return null;
+end $$;
+comment on function cortex.mark_context_dirty() is
+  'Statement trigger on contacts, interactions and contact_context: names the contacts whose rendered context may have changed in the transaction-local setting cortex.context_dirty, for cortex.render_dirty_contexts at commit.';
+
+-- Definer: API roles cannot write context_levels; their writes fire this at commit.
+create or replace function cortex.render_dirty_contexts() returns trigger
+language plpgsql security definer set search_path = '' as $$
+declare
+  v_dirty text := current_setting('cortex.context_dirty', true);
+  v_key text;
+begin
+  -- The first deferred event of the transaction renders every named contact; the rest find none.
+  if v_dirty is null or v_dirty = '' then
+    return null;
+  end if;
+  perform set_config('cortex.context_dirty', '', true);
+  -- Keys are sorted, so concurrent renders lock context_levels rows in one order.
+  foreach v_key in array string_to_array(v_dirty, ' ') loop
+    perform cortex.render_context_levels(split_part(v_key, ':', 1)::uuid, split_part(v_key, ':', 2)::uuid);
+  end loop;
+  return null;
+end $$;
+comment on function cortex.render_dirty_contexts() is
+  'Deferred constraint trigger (at commit): renders get_context levels 0-2 of every contact named in cortex.context_dirty, once each, in key order, then clears the setting.';
+revoke execute on function cortex.render_dirty_contexts() from public, anon, authenticated;
+
+create trigger contacts_context_dirty_insert after insert on cortex.contacts
+  referencing new table as new_rows for each statement execute function cortex.mark_context_dirty();
+create trigger contacts_context_dirty_update after update on cortex.contacts
+  referencing old table as old_rows new table as new_rows for each statement execute function cortex.mark_context_dirty();
+create trigger interactions_context_dirty_insert after insert on cortex.interactions
+  referencing new table as new_rows for each statement execute function cortex.mark_context_dirty();
+create trigger interactions_context_dirty_update after update on cortex.interactions
+  referencing new table as new_rows for each statement execute function cortex.mark_context_dirty();
+create trigger interactions_context_dirty_delete after delete on cortex.interactions
+  referencing old table as old_rows for each statement execute function cortex.mark_context_dirty();
+create trigger contact_context_dirty_insert after insert on cortex.contact_context
+  referencing new table as new_rows for each statement execute function cortex.mark_context_dirty();
+create trigger contact_context_dirty_update after update on cortex.contact_context
+  referencing new table as new_rows for each statement execute function cortex.mark_context_dirty();
+create trigger contact_context_dirty_delete after delete on cortex.contact_context
+  referencing old table as old_rows for each statement execute function cortex.mark_context_dirty();
+
+create constraint trigger contacts_render_context after insert or update on cortex.contacts
+  deferrable initially deferred for each row execute function cortex.render_dirty_contexts();
+create constraint trigger interactions_render_context after insert or update or delete on cortex.interactions
+  deferrable initially deferred for each row execute function cortex.render_dirty_contexts();
+create constraint trigger contact_context_render_context after insert or update or delete on cortex.contact_context
+  deferrable initially deferred for each row execute function cortex.render_dirty_contexts();
+
+-- Contacts that exist before this migration ran.
+select cortex.render_context_levels(c.tenant_id, c.id) from cortex.contacts c;
+
+create or replace function public.get_context(contact_id uuid, level int default 1) returns jsonb
+language plpgsql volatile set search_path = '' as $$
+#variable_conflict use_column
+declare
+  v_tenant uuid;
+  v_level int := get_context.level;
+  v_dirty text := current_setting('cortex.context_dirty', true);
+  v_result jsonb;
+  c cortex.contacts;
+  x cortex.contact_context;
+  v_stale boolean;
+  v_budget int;
+  v_content jsonb;
+  v_queued boolean := false;
+begin
+  -- Levels 0-2: the rendering of the last write (one row), unless this transaction wrote the
+  -- contact itself and it is not rendered yet.
+  if v_level between 0 and 2 and (v_dirty is null or v_dirty = '' or strpos(v_dirty, get_context.contact_id::text) = 0) then
+    select case v_level when 0 then l.level_0 when 1 then l.level_1 else l.level_2 end
+      || jsonb_build_object(
+           -- The same test as cortex.context_is_stale, on the copies.
+           'is_stale', not l.has_context or l.stale_since is not null
+             or l.interaction_count_at_generation is distinct from l.interaction_count
+             or l.generated_at < now() - interval '24 hours'
+             or (l.expires_at is not null and l.expires_at <= now()),
+           'refresh_queued', false)
+    into v_result
+    from cortex.context_levels l
+    where l.tenant_id = cortex.current_tenant() and l.contact_id = get_context.contact_id;
+    if v_result is not null then
+      if (v_result ->> 'is_stale')::boolean and not exists (
+          select from cortex.jobs j where j.tenant_id = cortex.current_tenant() and j.kind = 'generate_context'
+            and j.dedup_key = get_context.contact_id::text and j.status in ('queued', 'running')) then
+        perform cortex.request_context_refresh(cortex.current_tenant(), get_context.contact_id, 'stale_read');
+        v_result := v_result || jsonb_build_object('refresh_queued', true);
+      end if;
+      return v_result;
+    end if;
+  end if;
+
+  v_tenant := cortex.require_tenant();
+  if v_level is null or v_level not between 0 and 3 then
+    raise exception 'level must be 0, 1, 2 or 3' using errcode = '22023', column = 'level';
+  end if;
+
+  -- Level 3 (the agent's own budget), or not rendered yet: assemble now.
+  select * into c from cortex.contacts ct where ct.tenant_id = v_tenant and ct.id = get_context.contact_id;
+  if not found then
+    perform cortex.contact_not_found(get_context.contact_id);
+  end if;
+  select * into x from cortex.contact_context cx where cx.tenant_id = v_tenant and cx.contact_id = c.id;
+  v_stale := cortex.context_is_stale(x, c.interaction_count);
+  if v_stale and not exists (
+      select from cortex.jobs j where j.tenant_id = v_tenant and j.kind = 'generate_context'
+        and j.dedup_key = c.id::text and j.status in ('queued', 'running')) then
+    perform cortex.request_context_refresh(v_tenant, c.id, 'stale_read');
+    v_queued := true;
+  end if;
+  v_budget := cortex.context_budget(v_tenant, cortex.current_agent(), v_level);
+  v_content := cortex.context_content(c, x, v_level, v_budget);
+  return v_content || jsonb_build_object(
+    'contact_id', c.id, 'level', v_level, 'token_budget', v_budget,
+    'generated_at', cortex.iso(x.generated_at), 'is_stale', v_stale, 'refresh_queued', v_queued);
+end $$;
 comment on function public.get_context(uuid, int) is
-  'Working context of a contact at level 0 (header), 1 (+ summary), 2 (+ 10 recent interactions) or 3 (+ history to the agent''s max_input_tokens), never over the level''s token budget: least important items are dropped first and no field is cut mid-word. Stale context is served with is_stale=true and a refresh is queued.';
+  'Working context of a contact at level 0 (header), 1 (+ summary), 2 (+ 10 recent interactions) or 3 (+ history to the agent''s max_input_tokens), never over the level''s token budget: least important items are dropped first and no field is cut mid-word. Levels 0-2 are read as rendered at the last write (cortex.context_levels); level 3 is assembled. Stale context is served with is_stale=true and a refresh is queued.';
 grant execute on function public.get_context(uuid, int) to authenticated;
 
 create or replace function public.refresh_context(

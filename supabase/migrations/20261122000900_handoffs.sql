@@ -381,6 +381,8 @@ language plpgsql volatile security definer set search_path = '' as $$
 begin
   -- The rule of create_handoff: a writing agent of the tenant.
   perform cortex.guard_writer(p_tenant_id);
+  -- Lock order (docs/architecture.md): the contact row first, then its context row.
+  perform from cortex.contacts c where c.tenant_id = p_tenant_id and c.id = p_contact_id for no key update;
   -- A contact whose context was never generated gets a stand-in row (stale at once), so the
   -- handoff is shown by get_context and survives the first generation (store_context keeps it).
   insert into cortex.contact_context as x (tenant_id, contact_id, summary, current_status,
@@ -526,8 +528,9 @@ begin
   v_to := coalesce(create_handoff.to_agent, v_to_human);
 
   -- Lock the contact: its owner changes with the handoff, and concurrent handoffs queue here.
+  -- Lock order (docs/architecture.md): the contact row first, then the handoff, then the context.
   select * into v_contact from cortex.contacts c
-  where c.tenant_id = v_tenant and c.id = create_handoff.contact_id for update;
+  where c.tenant_id = v_tenant and c.id = create_handoff.contact_id for no key update;
   if not found then
     perform cortex.contact_not_found(create_handoff.contact_id);
   end if;
@@ -719,6 +722,12 @@ begin
     raise exception 'note must be at most 2000 characters' using errcode = '22023', column = 'note';
   end if;
 
+  -- Lock order (docs/architecture.md): the handoff's contact row first (a rejection gives the
+  -- contact back), then the handoff.
+  perform from cortex.contacts c
+  where c.tenant_id = v_tenant and c.id = (select h.contact_id from cortex.handoff_events h
+                                           where h.tenant_id = v_tenant and h.id = update_handoff_status.handoff_id)
+  for no key update;
   -- The row lock serialises concurrent moves: the second accept waits, then sees 'accepted'
   -- and gets the 409 below, so exactly one agent wins.
   select * into v_row from cortex.handoff_events h
