@@ -212,14 +212,19 @@ def become(conn: psycopg.Connection[Any], claims: Mapping[str, Any]) -> None:
 def transaction(conn: psycopg.Connection[Any] | None = None) -> Iterator[psycopg.Connection[Any]]:
     """A pooled connection inside one transaction (committed on success, rolled back on error).
     An error at commit (deferred triggers render contexts then) is mapped like any call's."""
+    committing = False
     try:
         if conn is not None:
             with conn.transaction():
                 yield conn
+                committing = True
             return
         with get_pool().connection() as c, c.transaction():
             yield c
+            committing = True
     except psycopg.Error as exc:
+        if not committing:
+            raise  # raised by the body: the caller's own error handling applies
         raise _mapped(exc) from exc
 
 
