@@ -31,7 +31,7 @@ PARITY: dict[str, Any] = {
     "budget_recommendations": usage.BudgetCheck.model_fields["recommendation"].annotation,
 }
 # Vocabularies with no Python Literal (yet): still defined once in SQL and used by their CHECKs.
-SQL_ONLY = ("agent_roles", "job_statuses", "alert_severities", "outbox_statuses")
+SQL_ONLY = ("agent_roles", "queue_statuses", "alert_severities", "outbox_statuses")
 
 # Which column's CHECK each vocabulary guards (table.column), to prove the constraint reads it.
 CHECKED_BY: dict[str, tuple[str, str]] = {
@@ -45,7 +45,7 @@ CHECKED_BY: dict[str, tuple[str, str]] = {
     "handoff_urgencies": ("handoff_events", "urgency"),
     "handoff_statuses": ("handoff_events", "status"),
     "agent_roles": ("agents", "role"),
-    "job_statuses": ("jobs", "status"),
+    "queue_statuses": ("jobs", "status"),
     "alert_severities": ("alerts", "severity"),
     "outbox_statuses": ("outbox", "status"),
 }

@@ -2,11 +2,11 @@
 -- A worker that dies leaves its jobs leased; when the lease runs out another worker takes them.
 -- A job that keeps failing is parked with its error and an alert row, never dropped.
 
-create or replace function cortex.job_statuses() returns text[]
+create or replace function cortex.queue_statuses() returns text[]
 language sql immutable parallel safe set search_path = '' as $$
   select array['queued', 'running', 'done', 'parked']
 $$;
-comment on function cortex.job_statuses() is 'Allowed job statuses: queued -> running -> done, or parked after the last failed attempt.';
+comment on function cortex.queue_statuses() is 'Allowed job statuses: queued -> running -> done, or parked after the last failed attempt.';
 
 create or replace function cortex.alert_severities() returns text[]
 language sql immutable parallel safe set search_path = '' as $$
@@ -21,7 +21,7 @@ create table cortex.jobs (
   payload jsonb not null default '{}' check (jsonb_typeof(payload) = 'object'),
   -- Jobs with the same dedup_key are one job while queued (e.g. one context refresh per contact).
   dedup_key text,
-  status text not null default 'queued' check (status = any (cortex.job_statuses())),
+  status text not null default 'queued' check (status = any (cortex.queue_statuses())),
   attempts int not null default 0 check (attempts >= 0),
   max_attempts int not null default 5 check (max_attempts >= 1),
   -- Seconds before the first retry; doubled each further attempt.
