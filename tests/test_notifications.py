@@ -574,14 +574,22 @@ def test_unreliable_receiver_and_killed_worker_lose_nothing_and_process_each_key
             break
         if stats.claimed == 0:
             time.sleep(0.25)  # waiting for the killed worker's lease to run out
-    rows = admin.execute("select idempotency_key, status, attempts from cortex.outbox").fetchall()
-    by_status = Counter(r["status"] for r in rows)
+    rows = admin.execute("select idempotency_key, event, recipient, status, attempts from cortex.outbox").fetchall()
+    messages = [r for r in rows if r["event"] == "test.event"]
+    by_status = Counter(r["status"] for r in messages)
+    # Every message counts below, the alert.raised messages about dead letters included.
     delivered = {r["idempotency_key"] for r in rows if r["status"] == "delivered"}
     dead = {r["idempotency_key"] for r in rows if r["status"] == "dead"}
 
     # Nothing lost: every message ended delivered or dead-lettered.
     assert set(by_status) <= {"delivered", "dead"} and sum(by_status.values()) == 400, by_status
     assert delivered and dead, by_status
+    # Each dead letter raised an alert for the monitor (delivered here too, or dead: then no further
+    # alert message, the loop guard) and the admin channel (no endpoint: skipped).
+    raised = [r for r in rows if r["event"] == "alert.raised"]
+    assert Counter(r["recipient"] for r in raised) == {"monitor": by_status["dead"], "admin": by_status["dead"]}
+    assert {r["status"] for r in raised if r["recipient"] == "admin"} == {"skipped"}
+    assert {r["status"] for r in raised if r["recipient"] == "monitor"} <= {"delivered", "dead"}
     # Every delivered message reached the receiver, which processed each key exactly once.
     processed = Counter(receiver.processed)
     assert delivered <= set(processed)
@@ -603,4 +611,4 @@ def test_unreliable_receiver_and_killed_worker_lose_nothing_and_process_each_key
     assert receiver.duplicates > 0
     assert all(r.verified for r in receiver.requests)
     # Messages that died had used all their attempts (a lost lease counts as one).
-    assert all(r["attempts"] == 3 for r in rows if r["status"] == "dead")
+    assert all(r["attempts"] == 3 for r in messages if r["status"] == "dead")

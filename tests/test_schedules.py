@@ -255,7 +255,7 @@ def hand_off(as_agent: AsAgent, tenant: Tenant, contact_id: str, urgency: str, *
     return str(result["id"])
 
 
-def test_handoff_reminders_nudge_urgent_after_4h_and_escalate_normal_after_24h_once_each(
+def test_handoff_reminders_nudge_urgent_after_4h_and_escalate_normal_after_24h(
     admin: Admin, tenant: Tenant, as_agent: AsAgent
 ) -> None:
     contacts = [new_contact(as_agent, tenant, f"c{i}@acme.com") for i in range(6)]
@@ -282,16 +282,53 @@ def test_handoff_reminders_nudge_urgent_after_4h_and_escalate_normal_after_24h_o
     assert first["payload"]["urgency"] == "high" and first["payload"]["status"] == "pending"
     assert first["payload"]["contact"]["email"] == "c0@acme.com"
     assert first["payload"]["pending_hours"] >= 5
-    # Again in the same 2-hour window, and in the next one: no second reminder.
+    # Again in the same 2-hour window: no second reminder.
     assert run(admin, "job_handoff_reminders", later) == {"reminders": 0, "escalations": 0}
-    assert run(admin, "job_handoff_reminders", later + timedelta(hours=2)) == {"reminders": 0, "escalations": 0}
 
+    # A day later the high and urgent ones are still reminded; the normal one is escalated, once.
     day_later = start + timedelta(hours=25)
-    assert run(admin, "job_handoff_reminders", day_later) == {"reminders": 0, "escalations": 1}
+    assert run(admin, "job_handoff_reminders", day_later) == {"reminders": 4, "escalations": 1}
     [escalation] = outbox(admin, tenant, "handoff.escalated")
     assert (escalation["recipient"], escalation["payload"]["id"]) == ("admin", normal)
-    assert run(admin, "job_handoff_reminders", day_later + timedelta(hours=2)) == {"reminders": 0, "escalations": 0}
-    assert len(outbox(admin, tenant, "handoff.reminder")) == 4
+    assert run(admin, "job_handoff_reminders", day_later + timedelta(hours=2)) == {"reminders": 4, "escalations": 0}
+    assert len(outbox(admin, tenant, "handoff.escalated")) == 1
+    assert len(outbox(admin, tenant, "handoff.reminder")) == 12
+
+
+def test_handoff_reminders_repeat_every_2h_while_pending_and_not_more_often(
+    admin: Admin, tenant: Tenant, as_agent: AsAgent
+) -> None:
+    contact = new_contact(as_agent, tenant, "c@acme.com")
+    urgent = hand_off(as_agent, tenant, contact, "urgent", to_agent="jasper")
+    row = admin.execute(
+        "select created_at, cortex.slot_start(created_at + interval '6 hours', interval '2 hours') as slot"
+        " from cortex.handoff_events where id = %s",
+        (urgent,),
+    ).fetchone()
+    assert row is not None
+    # The first 2-hour window that starts more than 4 h after the handoff (pg_cron fires at its start).
+    slot: datetime = row["slot"]
+    assert slot - row["created_at"] > timedelta(hours=4)
+
+    def reminded_at(minutes: int) -> int:
+        result = run(admin, "job_handoff_reminders", slot + timedelta(minutes=minutes))
+        assert result["escalations"] == 0
+        return int(result["reminders"])
+
+    # Two messages (receiver and monitor) at the first run, at +2 h and at +4 h; none between.
+    assert [reminded_at(m) for m in (1, 60, 119, 120, 150, 239, 240)] == [2, 0, 0, 2, 0, 0, 2]
+    reminders = outbox(admin, tenant, "handoff.reminder")
+    assert [r["recipient"] for r in reminders] == ["agent:jasper", "monitor"] * 3
+    # Each reminder is a message of its own for receivers that deduplicate on the key.
+    assert len({r["idempotency_key"] for r in reminders}) == 6
+    hours = [r["payload"]["pending_hours"] for r in reminders[::2]]
+    assert hours == sorted(hours) and hours[0] > 4 and hours[2] - hours[0] > 3.9
+
+    # Once the handoff is accepted, the reminders stop.
+    with as_agent(tenant, "jasper") as conn:
+        call(conn, "update_handoff_status", handoff_id=urgent, status="accepted")
+    assert reminded_at(360) == 0
+    assert len(outbox(admin, tenant, "handoff.reminder")) == 6
 
 
 # --- cleanup --------------------------------------------------------------------------------------

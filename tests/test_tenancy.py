@@ -36,6 +36,17 @@ LISTINGS: dict[str, Callable[[psycopg.Connection[Any]], Any]] = {
     "upsert_contact": lambda c: [call(c, "upsert_contact", email="john@acme.com", name="Other John")],
     "get_pending_handoffs": lambda c: call(c, "get_pending_handoffs")["items"],
     "list_handoffs": lambda c: call(c, "list_handoffs")["items"],
+    "list_alerts": lambda c: call(c, "list_alerts")["items"],
+}
+# Admin-only functions, called by the other tenant's admin (system) against the first tenant's alert
+# and webhook endpoint, and the admin listings, which must not show them.
+ADMIN_ATTACKS: dict[str, Attack] = {
+    "ack_alert": lambda c, t: call(c, "ack_alert", alert_id=int(t["alert"])),
+    "remove_webhook": lambda c, t: call(c, "remove_webhook", webhook_id=t["webhook"]),
+}
+ADMIN_LISTINGS: dict[str, Callable[[psycopg.Connection[Any]], Any]] = {
+    "list_webhooks": lambda c: call(c, "list_webhooks")["items"],
+    "add_webhook": lambda c: [call(c, "add_webhook", recipient="monitor", url="https://other.example.com/hook")],
 }
 # Usage functions answer about the caller's own tenant only: the first tenant's spend must not show.
 USAGE: dict[str, Callable[[psycopg.Connection[Any]], int]] = {
@@ -50,8 +61,8 @@ USAGE: dict[str, Callable[[psycopg.Connection[Any]], int]] = {
 
 
 @pytest.fixture
-def target(tenant: Tenant, as_agent: AsAgent, contact: dict[str, Any]) -> dict[str, str]:
-    """The first tenant's contact, a handoff of it, and some spend."""
+def target(tenant: Tenant, as_agent: AsAgent, contact: dict[str, Any], admin: Any) -> dict[str, str]:
+    """The first tenant's contact, a handoff of it, some spend, an alert and a webhook endpoint."""
     with as_agent(tenant, "luna") as conn:
         handoff = call(
             conn,
@@ -62,7 +73,15 @@ def target(tenant: Tenant, as_agent: AsAgent, contact: dict[str, Any]) -> dict[s
             context_summary="Asked for pricing",
         )
         call(conn, "record_usage", model="haiku", operation="write_email", input_tokens=700, output_tokens=300)
-    return {"contact": contact["id"], "handoff": handoff["id"]}
+    alert = admin.execute(
+        "insert into cortex.alerts (tenant_id, kind, message) values (%s, 'job_parked', 'x') returning id", (tenant.id,)
+    ).fetchone()["id"]
+    webhook = admin.execute(
+        "insert into cortex.webhook_endpoints (tenant_id, recipient, url) values (%s, 'monitor', 'https://a.example')"
+        " returning id",
+        (tenant.id,),
+    ).fetchone()["id"]
+    return {"contact": contact["id"], "handoff": handoff["id"], "alert": str(alert), "webhook": str(webhook)}
 
 
 def _api_functions(admin: Any) -> set[str]:
@@ -74,7 +93,7 @@ def _api_functions(admin: Any) -> set[str]:
 
 
 def test_every_api_function_has_an_isolation_check(admin: Any) -> None:
-    assert _api_functions(admin) <= set(ATTACKS) | set(LISTINGS) | set(USAGE)
+    assert _api_functions(admin) <= set(ATTACKS) | set(LISTINGS) | set(USAGE) | set(ADMIN_ATTACKS) | set(ADMIN_LISTINGS)
 
 
 @pytest.mark.parametrize("name", sorted(ATTACKS))
@@ -118,7 +137,7 @@ def test_other_tenant_sees_only_its_own_rows_through(
 ) -> None:
     with as_agent(other_tenant, "luna") as conn:
         rows = LISTINGS[name](conn)
-    assert all(r["id"] not in (target["contact"], target["handoff"]) for r in rows)
+    assert all(str(r["id"]) not in target.values() for r in rows)
     assert all(r.get("contact_id") != target["contact"] for r in rows)
     with as_agent(tenant, "luna") as conn:
         mine = call(conn, "get_contact", contact_id=contact["id"])
@@ -126,6 +145,34 @@ def test_other_tenant_sees_only_its_own_rows_through(
 
 
 # Direct reads of every table an API role can read: tests/test_guards.py (driven by the catalog).
+
+
+def _alert_and_webhook(admin: Any, target: dict[str, str]) -> Any:
+    return admin.execute(
+        "select (select acknowledged_at from cortex.alerts where id = %s) as acked,"
+        " (select url from cortex.webhook_endpoints where id = %s) as url",
+        (int(target["alert"]), target["webhook"]),
+    ).fetchone()
+
+
+@pytest.mark.parametrize("name", sorted(ADMIN_ATTACKS))
+def test_other_tenants_admin_cannot_reach_an_alert_or_webhook_through(
+    name: str, other_tenant: Tenant, as_agent: AsAgent, admin: Any, target: dict[str, str]
+) -> None:
+    with pytest.raises(CortexError) as err, as_agent(other_tenant, "system") as conn:
+        ADMIN_ATTACKS[name](conn, target)
+    assert err.value.status == 404
+    assert _alert_and_webhook(admin, target) == {"acked": None, "url": "https://a.example"}
+
+
+@pytest.mark.parametrize("name", sorted(ADMIN_LISTINGS))
+def test_other_tenants_admin_sees_only_its_own_endpoints_through(
+    name: str, other_tenant: Tenant, as_agent: AsAgent, admin: Any, target: dict[str, str]
+) -> None:
+    with as_agent(other_tenant, "system") as conn:
+        rows = ADMIN_LISTINGS[name](conn)
+    assert all(str(r["id"]) not in target.values() and r["url"] != "https://a.example" for r in rows)
+    assert _alert_and_webhook(admin, target) == {"acked": None, "url": "https://a.example"}
 
 
 def test_a_request_without_tenant_claims_is_refused(dsn: str, contact: dict[str, Any]) -> None:

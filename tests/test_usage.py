@@ -236,7 +236,9 @@ def test_an_operation_over_the_budget_is_refused_recorded_and_reported_to_the_mo
         "select sum(total_tokens) as spent, sum(refused) as refused, sum(refused_tokens) as rt from cortex.usage_daily"
     ).fetchone()
     assert spent == {"spent": 900, "refused": 1, "rt": 200}
-    alerts = admin.execute("select event, recipient, payload from cortex.outbox").fetchall()
+    alerts = admin.execute(
+        "select event, recipient, payload from cortex.outbox where event = 'budget.exceeded'"
+    ).fetchall()
     assert len(alerts) == 1
     assert alerts[0]["event"] == "budget.exceeded" and alerts[0]["recipient"] == "monitor"
     assert alerts[0]["payload"]["agent"] == "luna"
@@ -247,7 +249,7 @@ def test_an_operation_over_the_budget_is_refused_recorded_and_reported_to_the_mo
     with pytest.raises(usage.BudgetExceeded):
         usage.record_usage(luna, model="haiku", operation="summarize", input_tokens=101, output_tokens=0)
     assert admin.execute("select sum(refused) as n from cortex.usage_daily").fetchone()["n"] == 2
-    assert admin.execute("select count(*) as n from cortex.outbox").fetchone()["n"] == 1
+    assert admin.execute("select count(*) as n from cortex.outbox where event = 'budget.exceeded'").fetchone()["n"] == 1
     # What still fits is accepted.
     assert (
         usage.record_usage(luna, model="haiku", operation="summarize", input_tokens=100, output_tokens=0)["budget"][

@@ -31,11 +31,13 @@ from werkzeug.exceptions import MethodNotAllowed, NotFound
 from werkzeug.routing import Map, RequestRedirect, Rule
 
 from cortex import auth, health, openapi
+from cortex.alerts import routes as alerts
 from cortex.contacts import routes as contacts
 from cortex.context import routes as context
 from cortex.errors import CortexError
 from cortex.handoffs import routes as handoffs
 from cortex.interactions import routes as interactions
+from cortex.notifications import routes as notifications
 from cortex.routing import API_PREFIX, Call, Reply, Route, Router, parse_json, read_body, validate
 from cortex.usage import routes as usage
 
@@ -56,6 +58,8 @@ ROUTERS: tuple[Router, ...] = (
     context.router,
     handoffs.router,
     usage.router,
+    alerts.router,
+    notifications.router,
     health.router,
     meta,
 )

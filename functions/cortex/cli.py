@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 
 from cortex import db
+from cortex.alerts.cli import alerts
 from cortex.config import get_settings
 from cortex.console import FUNCTIONS_DIR, CortexGroup, State, current_state, emit
 from cortex.contacts.cli import contacts
@@ -25,7 +26,7 @@ from cortex.demo import DEFAULT_KEYS_FILE, load_demo, use_database
 from cortex.handoffs.cli import handoffs
 from cortex.interactions.cli import interactions
 from cortex.migrate import migrate as run_migrations
-from cortex.notifications.cli import notifications
+from cortex.notifications.cli import notifications, webhooks
 from cortex.queue.cli import queue
 from cortex.tenancy.cli import agents, keys, tenants
 from cortex.usage.cli import usage
@@ -108,6 +109,8 @@ def demo(reset: bool, keys_file: Path) -> None:
 # The mounted capabilities: a new one is one line here.
 for group in (tenants, agents, keys, contacts, interactions, context, handoffs, usage, notifications, queue):
     main.add_command(group)
+main.add_command(webhooks)  # notifications' endpoints, a group of their own
+main.add_command(alerts)
 
 
 if __name__ == "__main__":  # pragma: no cover

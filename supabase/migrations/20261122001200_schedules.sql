@@ -226,6 +226,7 @@ declare
   v_window timestamptz := cortex.slot_start(p_now, interval '2 hours');
   v_recipient text;
   v_payload jsonb;
+  v_key text;
   v_reminders int;
   v_escalations int;
   v_total_reminders int := 0;
@@ -252,13 +253,12 @@ begin
           then array[coalesce('agent:' || (h.handoff).to_agent, 'human:' || (h.handoff).to_human_id), 'monitor']
           else array['admin'] end
       loop
-        -- Once per handoff, kind and recipient, ever: the idempotency key is looked up first so
-        -- that a repeat sends nothing at all (not even a wake-up).
-        continue when exists (
-          select from cortex.outbox o
-          where o.tenant_id = t.id and o.idempotency_key = format('%s:%s:%s', h.event, (h.handoff).id, v_recipient));
-        perform cortex.notify(t.id, h.event, v_recipient, v_payload,
-                              format('%s:%s:%s', h.event, (h.handoff).id, v_recipient));
+        -- A reminder once per 2-hour window while pending (seed 000), an escalation once ever: the
+        -- idempotency key is looked up first so that a repeat sends nothing at all (not even a wake-up).
+        v_key := format('%s:%s:%s', h.event, (h.handoff).id, v_recipient)
+                 || case when h.event = 'handoff.reminder' then ':' || cortex.iso(v_window) else '' end;
+        continue when exists (select from cortex.outbox o where o.tenant_id = t.id and o.idempotency_key = v_key);
+        perform cortex.notify(t.id, h.event, v_recipient, v_payload, v_key);
         if h.event = 'handoff.reminder' then v_reminders := v_reminders + 1;
         else v_escalations := v_escalations + 1; end if;
       end loop;
@@ -271,7 +271,7 @@ begin
   return jsonb_build_object('reminders', v_total_reminders, 'escalations', v_total_escalations);
 end $$;
 comment on function cortex.job_handoff_reminders(timestamptz) is
-  'Every 2 h; pending handoffs: high/urgent ones older than 4 h get a handoff.reminder to the receiver and the monitor, normal ones older than 24 h a handoff.escalated to the tenant''s admin; each once per handoff and recipient. Returns {reminders, escalations} (messages queued).';
+  'Every 2 h; pending handoffs: high/urgent ones older than 4 h get a handoff.reminder to the receiver and the monitor in every 2-hour window while they stay pending, normal ones older than 24 h a handoff.escalated to the tenant''s admin, once. Returns {reminders, escalations} (messages queued).';
 
 -- 5. Cleanup ----------------------------------------------------------------------------------------
 

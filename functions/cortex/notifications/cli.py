@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
+
 import click
 
 from cortex.console import current_state, emit, table, when
+from cortex.notifications import service as notifications_svc
 
 # --- outbox (webhook dead letters) -------------------------------------------------------------
 
@@ -54,3 +57,48 @@ def notifications_replay(ids: tuple[int, ...], all_dead: bool, all_tenants: bool
     with state.connect() as conn:
         n = delivery.replay_dead_letters(conn, list(ids) or None, tenant_id=tenant_id, all_dead=all_dead)
     emit({"replayed": n}, f"replayed {n} dead letter(s); the worker delivers them again now")
+
+
+# --- webhook endpoints (admins) ------------------------------------------------------------------
+
+_WEBHOOK_COLUMNS = (("id", "id"), ("recipient", "recipient"), ("url", "url"), ("enabled", "enabled"),
+                    ("created_at", "created"))  # fmt: skip
+
+
+@click.group()
+def webhooks() -> None:
+    """Webhook endpoints: where each recipient's notifications go (add, list, remove; admins)."""
+
+
+@webhooks.command("add")
+@click.argument("recipient")
+@click.argument("url")
+@click.option("--secret", help="Signing secret (16-200 characters); generated when absent.")
+@click.option("--disabled", is_flag=True, help="Add it disabled: its recipient's messages are skipped.")
+def webhooks_add(recipient: str, url: str, secret: str | None, disabled: bool) -> None:
+    """Send RECIPIENT's notifications (agent:NAME, human:ID, monitor or admin) to URL (add_webhook).
+
+    The signing secret is printed once; it cannot be shown again."""
+    result = notifications_svc.add_webhook(
+        current_state().claims(), recipient=recipient, url=url, secret=secret, enabled=not disabled
+    )
+    emit(result, f"webhook {result['id']}: {result['recipient']} -> {result['url']}"
+                 f"{'' if result['enabled'] else ' (disabled)'}\n"
+                 f"signing secret (shown once): {result['secret']}")  # fmt: skip
+
+
+@webhooks.command("list")
+@click.option("--recipient", help="Only this recipient's endpoint.")
+def webhooks_list(recipient: str | None) -> None:
+    """The tenant's webhook endpoints, by recipient; secrets are never listed (list_webhooks)."""
+    result = notifications_svc.list_webhooks(current_state().claims(), recipient)
+    items = [{**w, "created_at": when(w["created_at"])} for w in result["items"]]
+    emit(result, table(items, _WEBHOOK_COLUMNS, width=80) if items else "no webhook endpoints")
+
+
+@webhooks.command("remove")
+@click.argument("webhook_id", type=click.UUID)
+def webhooks_remove(webhook_id: uuid.UUID) -> None:
+    """Remove a webhook endpoint by its id (remove_webhook)."""
+    result = notifications_svc.remove_webhook(current_state().claims(), str(webhook_id))
+    emit(result, f"removed webhook {result['id']} of {result['recipient']}")
