@@ -23,7 +23,7 @@ from cortex.contacts.cli import contacts
 from cortex.context.cli import context
 from cortex.demo import DEFAULT_KEYS_FILE, load_demo, use_database
 from cortex.handoffs.cli import handoffs
-from cortex.interactions.cli import interactions
+from cortex.interactions.cli import import_interactions, interactions
 from cortex.migrate import migrate as run_migrations
 from cortex.notifications.cli import notifications
 from cortex.queue.cli import queue
@@ -108,6 +108,7 @@ def demo(reset: bool, keys_file: Path) -> None:
 # The mounted capabilities: a new one is one line here.
 for group in (tenants, agents, keys, contacts, interactions, context, handoffs, usage, notifications, queue):
     main.add_command(group)
+main.add_command(import_interactions)  # `cortex import FILE`: the interactions' backfill, a root-level command
 
 
 if __name__ == "__main__":  # pragma: no cover
