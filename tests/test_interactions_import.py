@@ -29,8 +29,15 @@ def bearer(key: str) -> dict[str, str]:
 
 
 def item(contact_id: str, n: int, when: str, **extra: Any) -> dict[str, Any]:
-    return {"contact_id": contact_id, "type": "email_received", "external_id": f"mail-{n}", "occurred_at": when,
-            "subject": f"Mail {n}", "raw_content": f"Hello, this is mail number {n}. Please call me back.", **extra}  # fmt: skip
+    return {
+        "contact_id": contact_id,
+        "type": "email_received",
+        "external_id": f"mail-{n}",
+        "occurred_at": when,
+        "subject": f"Mail {n}",
+        "raw_content": f"Hello, this is mail number {n}. Please call me back.",
+        **extra,
+    }
 
 
 def count(admin: Admin, rows: str, *params: Any) -> int:
@@ -125,10 +132,13 @@ def test_bad_rows_name_index_and_field_and_write_nothing_of_themselves(
     assert count(admin, "cortex.jobs") == 1
 
 
-def test_contact_by_email_and_agent_human(client: TestClient, tenant: Tenant, contact: dict[str, Any], admin: Admin) -> None:
+def test_contact_by_email_and_agent_human(
+    client: TestClient, tenant: Tenant, contact: dict[str, Any], admin: Admin
+) -> None:
     body = [
-        {"contact_email": " JOHN@acme.com ", "type": "call", "external_id": "c-1", "occurred_at": "2023-05-01T09:00:00Z",
-         "agent": "human", "human_id": "sam", "summary": "Called about pricing", "sentiment": "positive"},
+        {"contact_email": " JOHN@acme.com ", "type": "call", "external_id": "c-1",
+         "occurred_at": "2023-05-01T09:00:00Z", "agent": "human", "human_id": "sam",
+         "summary": "Called about pricing", "sentiment": "positive"},
     ]  # fmt: skip
     result = client.post(f"{V1}/interactions/import", headers=bearer(tenant.keys["luna"]), json=body).json()
     assert result["inserted"] == 1 and result["summaries_queued"] == 0  # brought its own summary
@@ -183,9 +193,9 @@ def test_an_old_import_does_not_become_the_latest(
     )
     before = contact_row(admin, contact["id"])
     body = [item(contact["id"], 1, "2020-06-01T00:00:00Z"), item(contact["id"], 2, "2019-06-01T00:00:00Z")]
-    assert client.post(f"{V1}/interactions/import", headers=bearer(tenant.keys["luna"]), json=body).json()[
-        "inserted"
-    ] == 2
+    assert (
+        client.post(f"{V1}/interactions/import", headers=bearer(tenant.keys["luna"]), json=body).json()["inserted"] == 2
+    )
     after = contact_row(admin, contact["id"])
     assert after["last_touch_at"] == before["last_touch_at"] and after["last_touch_agent"] == "mia"
     assert after["first_touch_at"] == datetime(2019, 6, 1, tzinfo=UTC)
@@ -194,11 +204,11 @@ def test_an_old_import_does_not_become_the_latest(
         listed = call(conn, "list_interactions", contact_id=contact["id"])["items"]
         since = call(conn, "list_interactions", contact_id=contact["id"], since=datetime(2020, 1, 1, tzinfo=UTC))
         level2 = call(conn, "get_context", contact_id=contact["id"], level=2)
-    assert [i["id"] for i in listed][0] == live["id"]
+    assert listed[0]["id"] == live["id"]
     assert [i["external_id"] for i in listed][1:] == ["mail-1", "mail-2"]
     assert len(since["items"]) == 2
     recent = level2["content"]["recent_interactions"] if "content" in level2 else level2["recent_interactions"]
-    assert [r["id"] for r in recent][0] == live["id"]
+    assert recent[0]["id"] == live["id"]
     assert [r["date"][:10] for r in recent][1:] == ["2020-06-01", "2019-06-01"]
 
 
@@ -284,7 +294,8 @@ def test_cli_imports_csv_with_tags_metadata_and_reports_bad_records(
     path = tmp_path / "calls.csv"
     path.write_text(
         "contact_email,type,external_id,occurred_at,subject,raw_content,tags,metadata,metadata.duration_s\n"
-        'john@acme.com,call,c-1,2023-02-01T10:00:00Z,Pricing,"Long call,\nabout pricing",vip;pricing,"{""crm"": ""hubspot""}",310\n'
+        "john@acme.com,call,c-1,2023-02-01T10:00:00Z,Pricing,"
+        '"Long call,\nabout pricing",vip;pricing,"{""crm"": ""hubspot""}",310\n'
         "john@acme.com,fax,c-2,2023-02-02T10:00:00Z,Bad,bad type,,,\n"
         "john@acme.com,note,c-3,2023-02-03T10:00:00Z,Note,,,{broken,\n"
     )
@@ -297,7 +308,8 @@ def test_cli_imports_csv_with_tags_metadata_and_reports_bad_records(
                    "metadata": {"crm": "hubspot", "tags": ["vip", "pricing"], "duration_s": 310}}  # fmt: skip
     unknown = tmp_path / "bad.csv"
     unknown.write_text("contact_email,colour\njohn@acme.com,red\n")
-    assert "unknown CSV column" in cortex("--tenant", tenant.slug, "--agent", "luna", "import", str(unknown), code=2).output
+    refused = cortex("--tenant", tenant.slug, "--agent", "luna", "import", str(unknown), code=2)
+    assert "unknown CSV column" in refused.output
 
 
 def test_cli_resumes_from_its_checkpoint_or_a_given_record(
