@@ -73,7 +73,7 @@ def setup_template(dsn_base: str, contacts: int) -> None:
         conn.execute("select cortex.create_agent(%s, 'luna')", (tid,))
         conn.execute(
             "insert into cortex.contacts (tenant_id, email, name, company_name) "
-            "select %s, 'c' || g || '@example.com', 'Contact ' || g, 'Company ' || (g % 700) "
+            "select %s, 'c' || g || '@example.com', 'Contact ' || g, 'Company ' || (g %% 700) "
             "from generate_series(1, %s) g",
             (tid, contacts),
         )

@@ -42,39 +42,38 @@ comment on function cortex.import_timestamp(text) is
 -- The first thing wrong with one import item ({field, message}), or null. Contact existence is
 -- checked by import_interactions (a join); everything else a row needs is checked here, so an
 -- item that passes cannot fail at insert.
-create or replace function cortex.import_item_error(p_item jsonb, p_caller text, p_now timestamptz)
+create or replace function cortex.import_item_error(p_item jsonb, p_at timestamptz, p_caller text, p_now timestamptz)
 returns jsonb
 language plpgsql stable set search_path = '' as $$
 declare
   v_fields constant text[] := array['contact_id', 'contact_email', 'type', 'occurred_at', 'external_id', 'agent',
     'human_id', 'direction', 'subject', 'raw_content', 'summary', 'key_points', 'sentiment', 'intent',
     'campaign_id', 'thread_id', 'metadata'];
+  v_lengths constant text[] := array['external_id', 'human_id', 'campaign_id', 'thread_id', 'subject', 'raw_content'];
+  v_max constant int[] := array[200, 200, 200, 200, 1000, 1000000];
   v_key text;
-  v_at timestamptz;
   v_agent text;
-  v_max int;
+  v_n int;
 begin
   if jsonb_typeof(p_item) is distinct from 'object' then
     return jsonb_build_object('field', 'item', 'message', 'each item must be a JSON object');
   end if;
-  select k into v_key from jsonb_object_keys(p_item) k where not (k = any (v_fields)) order by k limit 1;
-  if v_key is not null then
+  if (p_item - v_fields) <> '{}' then
+    select k into v_key from jsonb_object_keys(p_item - v_fields) k order by k limit 1;
     return jsonb_build_object('field', left(v_key, 100),
       'message', 'unknown field; allowed: ' || array_to_string(v_fields, ', '));
   end if;
-  select k into v_key from unnest(v_fields) with ordinality as f(k, n)
-  where k not in ('key_points', 'metadata') and jsonb_typeof(p_item -> k) not in ('string', 'null')
-  order by n limit 1;
-  if v_key is not null then
-    return jsonb_build_object('field', v_key, 'message', v_key || ' must be a string');
-  end if;
+  foreach v_key in array v_fields loop
+    if v_key not in ('key_points', 'metadata') and jsonb_typeof(p_item -> v_key) not in ('string', 'null') then
+      return jsonb_build_object('field', v_key, 'message', v_key || ' must be a string');
+    end if;
+  end loop;
   if jsonb_typeof(p_item -> 'metadata') not in ('object', 'null') then
     return jsonb_build_object('field', 'metadata', 'message', 'metadata must be a JSON object');
   end if;
   if jsonb_typeof(p_item -> 'key_points') not in ('array', 'null')
-     or exists (select from jsonb_array_elements(case jsonb_typeof(p_item -> 'key_points')
-                                                   when 'array' then p_item -> 'key_points' end) e
-                where jsonb_typeof(e) <> 'string') then
+     or (jsonb_typeof(p_item -> 'key_points') = 'array' and exists (
+           select from jsonb_array_elements(p_item -> 'key_points') e where jsonb_typeof(e) <> 'string')) then
     return jsonb_build_object('field', 'key_points', 'message', 'key_points must be an array of strings');
   end if;
 
@@ -98,15 +97,14 @@ begin
   if nullif(p_item ->> 'occurred_at', '') is null then
     return jsonb_build_object('field', 'occurred_at', 'message', 'occurred_at is required for an import');
   end if;
-  v_at := cortex.import_timestamp(p_item ->> 'occurred_at');
-  if v_at is null then
+  if p_at is null then
     return jsonb_build_object('field', 'occurred_at',
       'message', 'occurred_at must be an ISO 8601 timestamp (e.g. 2024-03-01T09:30:00Z; without a zone it is UTC)');
   end if;
-  if v_at > p_now + interval '5 minutes' then
+  if p_at > p_now + interval '5 minutes' then
     return jsonb_build_object('field', 'occurred_at', 'message', 'occurred_at is in the future');
   end if;
-  if v_at < '1970-01-01T00:00:00Z' then
+  if p_at < '1970-01-01T00:00:00Z' then
     return jsonb_build_object('field', 'occurred_at', 'message', 'occurred_at must be after 1970-01-01');
   end if;
   v_agent := coalesce(p_item ->> 'agent', p_caller);
@@ -131,18 +129,18 @@ begin
   if p_item ? 'summary' and p_item ->> 'summary' is not null and btrim(p_item ->> 'summary') = '' then
     return jsonb_build_object('field', 'summary', 'message', 'summary must not be blank');
   end if;
-  select f, n into v_key, v_max from (values ('external_id', 200), ('human_id', 200), ('campaign_id', 200),
-                                             ('thread_id', 200), ('subject', 1000), ('raw_content', 1000000)) as l(f, n)
-  where length(p_item ->> f) > n limit 1;
-  if v_key is not null then
-    return jsonb_build_object('field', v_key, 'message', format('%s must be at most %s characters', v_key, v_max));
-  end if;
+  for v_n in 1 .. cardinality(v_lengths) loop
+    if length(p_item ->> v_lengths[v_n]) > v_max[v_n] then
+      return jsonb_build_object('field', v_lengths[v_n],
+        'message', format('%s must be at most %s characters', v_lengths[v_n], v_max[v_n]));
+    end if;
+  end loop;
   return null;
 end $$;
-comment on function cortex.import_item_error(jsonb, text, timestamptz) is
+comment on function cortex.import_item_error(jsonb, timestamptz, text, timestamptz) is
   'The first problem of one import item as {field, message} (unknown or mistyped fields, enums, lengths, required contact, type, external_id and occurred_at, agent rules), or null.';
 
-grant execute on function cortex.import_timestamp(text), cortex.import_item_error(jsonb, text, timestamptz)
+grant execute on function cortex.import_timestamp(text), cortex.import_item_error(jsonb, timestamptz, text, timestamptz)
   to authenticated, service_role;
 
 -- Definer (API roles cannot insert jobs): one summarise_interaction job per pending interaction of
@@ -204,11 +202,15 @@ begin
   end if;
 
   -- 1. Check every item and find its contact (by id, or by normalised email); one pass.
-  with checked as (
-    select (e.n - 1)::int as idx, e.x as item, cortex.import_item_error(e.x, v_caller, v_now) as err
+  with parsed as (
+    select (e.n - 1)::int as idx, e.x as item,
+           case when jsonb_typeof(e.x -> 'occurred_at') = 'string'
+                then cortex.import_timestamp(e.x ->> 'occurred_at') end as at
     from jsonb_array_elements(items) with ordinality as e(x, n)
+  ), checked as (
+    select p.idx, p.item, p.at, cortex.import_item_error(p.item, p.at, v_caller, v_now) as err from parsed p
   ), resolved as (
-    select ch.idx, ch.item, ch.err, coalesce(ci.id, ce.id) as contact_id, ci.email as id_email,
+    select ch.idx, ch.item, ch.at, ch.err, coalesce(ci.id, ce.id) as contact_id, ci.email as id_email,
            nullif(btrim(ch.item ->> 'contact_id'), '') is not null as by_id
     from checked ch
     left join cortex.contacts ci on ci.tenant_id = v_tenant
@@ -217,7 +219,7 @@ begin
       and ce.email = case when ch.err is null and nullif(btrim(ch.item ->> 'contact_id'), '') is null
                           then lower(btrim(ch.item ->> 'contact_email')) end
   ), judged as (
-    select r.idx, r.item, r.contact_id, coalesce(r.err,
+    select r.idx, r.item, r.at, r.contact_id, coalesce(r.err,
       case when r.contact_id is null then jsonb_build_object(
              'field', case when r.by_id then 'contact_id' else 'contact_email' end,
              'message', 'unknown contact; create it first with POST /api/v1/contacts (upsert_contact)')
@@ -227,7 +229,7 @@ begin
     from resolved r
   )
   select coalesce(jsonb_agg(j.item || jsonb_build_object('idx', j.idx, 'contact_id', j.contact_id,
-                              'occurred_at', cortex.import_timestamp(j.item ->> 'occurred_at'))
+                              'occurred_at', j.at)
                             order by j.idx) filter (where j.err is null), '[]'),
          coalesce(jsonb_agg(jsonb_build_object('index', j.idx) || j.err order by j.idx)
                   filter (where j.err is not null), '[]')
