@@ -4,6 +4,21 @@
 -- Rows are stored with their analysis pending and one summarise_interaction job each: the import
 -- itself calls no model. Idempotent by (contact, type, external_id): a re-import inserts nothing.
 
+-- A database migrated before occurred_at was added to …000500_interactions (in place) gets the
+-- column here, filled from created_at; a fresh one already has it and this does nothing.
+do $$
+begin
+  if not exists (select from information_schema.columns
+                 where table_schema = 'cortex' and table_name = 'interactions' and column_name = 'occurred_at') then
+    alter table cortex.interactions add column occurred_at timestamptz;
+    update cortex.interactions set occurred_at = created_at;
+    alter table cortex.interactions alter column occurred_at set not null,
+      add constraint interactions_occurred_at_check check (occurred_at <= created_at + interval '5 minutes');
+    drop index if exists cortex.interactions_contact;
+    create index interactions_contact on cortex.interactions (tenant_id, contact_id, occurred_at desc);
+  end if;
+end $$;
+
 -- occurred_at: created_at unless the writer gave it, and then as fixed as every recorded field.
 create or replace function cortex.interactions_occurred_at() returns trigger
 language plpgsql set search_path = '' as $$
