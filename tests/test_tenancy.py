@@ -11,17 +11,29 @@ from typing import Any
 import psycopg
 import pytest
 
-from cortex.db import agent_claims, become, call
+from cortex.db import Jsonb, agent_claims, become, call
 from cortex.errors import CortexError
 from tests.conftest import AsAgent, Tenant
 
 # Each API function, called by the other tenant against the first tenant's contact / handoff.
 Attack = Callable[[psycopg.Connection[Any], dict[str, str]], Any]
+
+
+def _import(c: psycopg.Connection[Any], t: dict[str, str]) -> Any:
+    # import_interactions reports an unknown contact per row (200); here it stands for the 404.
+    item = {"contact_id": t["contact"], "type": "note", "external_id": "x", "occurred_at": "2024-01-01T00:00:00Z"}
+    result = call(c, "import_interactions", items=Jsonb([item]))
+    if result["inserted"] == 0 and "unknown contact" in result["errors"][0]["message"]:
+        raise CortexError(404, "not_found", result["errors"][0]["message"], "contact_id")
+    return result
+
+
 ATTACKS: dict[str, Attack] = {
     "get_contact": lambda c, t: call(c, "get_contact", contact_id=t["contact"]),
     "update_contact": lambda c, t: call(c, "update_contact", contact_id=t["contact"], patch={"name": "pwned"}),
     "log_interaction": lambda c, t: call(c, "log_interaction", contact_id=t["contact"], type="note", summary="x"),
     "list_interactions": lambda c, t: call(c, "list_interactions", contact_id=t["contact"]),
+    "import_interactions": _import,
     "get_context": lambda c, t: call(c, "get_context", contact_id=t["contact"], level=3),
     "refresh_context": lambda c, t: call(c, "refresh_context", contact_id=t["contact"], context={"summary": "forged"}),
     "create_handoff": lambda c, t: call(

@@ -130,7 +130,11 @@ async def _dispatch(request: Request) -> Reply:
     claims = await auth.authenticate_async(request.headers) if route.auth else {}
     path = validate(route.path, args, "path") if route.path else None
     query = validate(route.query, dict(request.query_params), "query") if route.query else None
-    body = validate(route.body, parse_json(await read_body(request)), "body") if route.body else None
+    body = None
+    if route.body:
+        raw = await read_body(request)
+        parse = route.body_parser or (lambda data, _: parse_json(data))
+        body = validate(route.body, parse(raw, request.headers.get("content-type", "")), "body")
     return await route.handler(Call(request, claims, path, query, body))
 
 

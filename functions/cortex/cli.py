@@ -24,7 +24,7 @@ from cortex.contacts.cli import contacts
 from cortex.context.cli import context
 from cortex.demo import DEFAULT_KEYS_FILE, load_demo, use_database
 from cortex.handoffs.cli import handoffs
-from cortex.interactions.cli import interactions
+from cortex.interactions.cli import import_interactions, interactions
 from cortex.migrate import migrate as run_migrations
 from cortex.notifications.cli import notifications, webhooks
 from cortex.queue.cli import queue
@@ -111,6 +111,7 @@ for group in (tenants, agents, keys, contacts, interactions, context, handoffs, 
     main.add_command(group)
 main.add_command(webhooks)  # notifications' endpoints, a group of their own
 main.add_command(alerts)
+main.add_command(import_interactions)  # `cortex import FILE`: the interactions' backfill, a root-level command
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -68,8 +68,8 @@ def _parameters(model: type[BaseModel], where: str, schemas: dict[str, Any]) -> 
     return params
 
 
-def _json_content(model: type[BaseModel]) -> dict[str, Any]:
-    return {"application/json": {"schema": {"$ref": _REF.format(model=model.__name__)}}}
+def _json_content(model: type[BaseModel], media_types: Sequence[str] = ("application/json",)) -> dict[str, Any]:
+    return {media: {"schema": {"$ref": _REF.format(model=model.__name__)}} for media in media_types}
 
 
 def _operation(route: Route, schemas: dict[str, Any]) -> dict[str, Any]:
@@ -87,7 +87,7 @@ def _operation(route: Route, schemas: dict[str, Any]) -> dict[str, Any]:
     op["parameters"] = params
     if route.body:
         schemas[route.body.__name__] = _schema_of(route.body, "validation", schemas)
-        op["requestBody"] = {"required": True, "content": _json_content(route.body)}
+        op["requestBody"] = {"required": True, "content": _json_content(route.body, route.body_media_types)}
     responses: dict[str, Any] = {}
     for status, model in route.responses.items():
         schemas[model.__name__] = _schema_of(model, "serialization", schemas)

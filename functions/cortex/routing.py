@@ -61,6 +61,8 @@ class Reply:
 
 
 Handler = Callable[[Call], Awaitable[Reply]]
+# Turns a raw body and its Content-Type into the data the body model validates (default: JSON).
+BodyParser = Callable[[bytes, str], Any]
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,8 @@ class Route:
     auth: bool = True
     errors: tuple[int, ...] = ()
     description: str = ""
+    body_parser: BodyParser | None = None
+    body_media_types: tuple[str, ...] = ("application/json",)
 
 
 class Router:
@@ -105,6 +109,8 @@ class Router:
         errors: tuple[int, ...] = (),
         description: str = "",
         absolute: tuple[str, ...] = (),
+        body_parser: BodyParser | None = None,
+        body_media_types: tuple[str, ...] = ("application/json",),
     ) -> Callable[[Handler], Handler]:
         """Declares `handler` as `METHOD <prefix><path>` (plus any `absolute` alias paths)."""
 
@@ -124,6 +130,8 @@ class Router:
                     auth,
                     errors,
                     description,
+                    body_parser,
+                    body_media_types,
                 )
             )
             return handler

@@ -58,12 +58,15 @@ create table cortex.interactions (
   analysed_at timestamptz,
   -- Wall clock, not transaction start: several interactions logged in one transaction keep their order.
   created_at timestamptz not null default clock_timestamp(),
+  -- When it happened (ordering, recency, last touch): given on import, else created_at (trigger in
+  -- …001700_interactions_import). Never in the future beyond a small clock skew.
+  occurred_at timestamptz not null check (occurred_at <= created_at + interval '5 minutes'),
   primary key (tenant_id, id),
   foreign key (tenant_id, contact_id) references cortex.contacts (tenant_id, id) on delete cascade,
   check (agent <> 'human' or human_id is not null)
 );
 comment on table cortex.interactions is 'Append-only log of every touchpoint with a contact; summaries are what context is built from.';
-create index interactions_contact on cortex.interactions (tenant_id, contact_id, created_at desc);
+create index interactions_contact on cortex.interactions (tenant_id, contact_id, occurred_at desc);
 create index interactions_tenant_agent on cortex.interactions (tenant_id, agent, created_at desc);
 create index interactions_thread on cortex.interactions (tenant_id, thread_id, created_at) where thread_id is not null;
 create index interactions_pending on cortex.interactions (tenant_id, created_at) where analysis_status = 'pending';
@@ -147,7 +150,8 @@ language sql stable set search_path = '' as $$
     'direction', i.direction, 'subject', i.subject, 'summary', i.summary, 'sentiment', i.sentiment,
     'key_points', to_jsonb(i.key_points), 'intent', i.intent, 'external_id', i.external_id,
     'campaign_id', i.campaign_id, 'thread_id', i.thread_id, 'metadata', i.metadata,
-    'token_count', i.token_count, 'analysis_status', i.analysis_status, 'created_at', i.created_at)
+    'token_count', i.token_count, 'analysis_status', i.analysis_status, 'created_at', i.created_at,
+    'occurred_at', i.occurred_at)
   || case when p_include_raw then jsonb_build_object('raw_content', i.raw_content) else '{}'::jsonb end
 $$;
 comment on function cortex.interaction_json(cortex.interactions, boolean) is 'API representation of an interaction; raw_content only when asked.';
@@ -203,7 +207,9 @@ begin
   if not found then
     raise exception 'interaction % not found', p_interaction_id using errcode = 'P0002', column = 'interaction_id';
   end if;
-  v_refresh := cortex.is_significant(v_row.type, v_row.sentiment, v_row.intent);
+  -- Only news refreshes at once: an old (imported) interaction makes the context stale by count.
+  v_refresh := cortex.is_significant(v_row.type, v_row.sentiment, v_row.intent)
+               and v_row.occurred_at > now() - interval '24 hours';
   if v_refresh then
     perform cortex.request_context_refresh(p_tenant_id, v_row.contact_id, 'interaction');
   end if;
@@ -319,9 +325,9 @@ begin
 
   update cortex.contacts c set
     interaction_count = c.interaction_count + 1,
-    first_touch_at = least(coalesce(c.first_touch_at, v_row.created_at), v_row.created_at),
-    last_touch_at = greatest(coalesce(c.last_touch_at, v_row.created_at), v_row.created_at),
-    last_touch_agent = v_agent
+    first_touch_at = least(coalesce(c.first_touch_at, v_row.occurred_at), v_row.occurred_at),
+    last_touch_at = greatest(coalesce(c.last_touch_at, v_row.occurred_at), v_row.occurred_at),
+    last_touch_agent = case when c.last_touch_at > v_row.occurred_at then c.last_touch_agent else v_agent end
   where c.tenant_id = v_tenant and c.id = log_interaction.contact_id;
 
   if log_interaction.summary is not null then
@@ -370,15 +376,15 @@ begin
     perform cortex.contact_not_found(list_interactions.contact_id);
   end if;
   select coalesce(jsonb_agg(cortex.interaction_json(r, coalesce(list_interactions.include_raw, false))
-                            order by r.created_at desc, r.id), '[]')
+                            order by r.occurred_at desc, r.id), '[]')
   into v_items
   from (
     select * from cortex.interactions i
     where i.tenant_id = v_tenant and i.contact_id = list_interactions.contact_id
       and (list_interactions.agent is null or i.agent = list_interactions.agent)
       and (list_interactions.type is null or i.type = list_interactions.type)
-      and (list_interactions.since is null or i.created_at >= list_interactions.since)
-    order by i.created_at desc, i.id
+      and (list_interactions.since is null or i.occurred_at >= list_interactions.since)
+    order by i.occurred_at desc, i.id
     limit list_interactions."limit"
   ) r;
   return jsonb_build_object('items', v_items, 'limit', list_interactions."limit");

@@ -153,13 +153,13 @@ begin
       'tags', to_jsonb(c.tags), 'owner_agent', c.owner_agent, 'owner_human_id', c.owner_human_id),
     'interaction_count', c.interaction_count,
     'recent_interactions', coalesce((
-      select jsonb_agg(jsonb_build_object('id', i.id, 'date', cortex.iso(i.created_at), 'agent', i.agent,
+      select jsonb_agg(jsonb_build_object('id', i.id, 'date', cortex.iso(i.occurred_at), 'agent', i.agent,
                'type', i.type, 'direction', i.direction, 'subject', left(i.subject, 200),
                'summary', coalesce(i.summary, left(i.raw_content, 300)), 'sentiment', i.sentiment,
                'intent', i.intent, 'key_points', to_jsonb(i.key_points), 'thread_id', i.thread_id)
-             order by i.created_at desc, i.id)
+             order by i.occurred_at desc, i.id)
       from (select * from cortex.interactions i where i.tenant_id = p_tenant_id and i.contact_id = p_contact_id
-            order by i.created_at desc, i.id limit p_limit) i), '[]'),
+            order by i.occurred_at desc, i.id limit p_limit) i), '[]'),
     'existing_context', case when x.contact_id is null then null
       else jsonb_build_object('summary', x.summary, 'key_facts', to_jsonb(x.key_facts),
                               'generated_at', cortex.iso(x.generated_at)) end,
@@ -324,7 +324,7 @@ begin
           c.interaction_count || ' interaction(s) logged.',
           (select 'Latest: ' || i.summary from cortex.interactions i
            where i.tenant_id = c.tenant_id and i.contact_id = c.id and i.summary is not null
-           order by i.created_at desc limit 1)), 900),
+           order by i.occurred_at desc limit 1)), 900),
         'key_facts', '[]'::jsonb,
         'current_status', 'Working context is being generated');
     end if;
@@ -336,11 +336,11 @@ begin
     from (
       select jsonb_strip_nulls(jsonb_build_object('id', i.id, 'agent', i.agent, 'type', i.type,
                'summary', cortex.fit_words(coalesce(i.summary, i.subject), 300), 'sentiment', i.sentiment,
-               'date', cortex.iso(i.created_at))) as it,
-             row_number() over (order by i.created_at desc, i.id) as rn
+               'date', cortex.iso(i.occurred_at))) as it,
+             row_number() over (order by i.occurred_at desc, i.id) as rn
       from cortex.interactions i
       where i.tenant_id = c.tenant_id and i.contact_id = c.id
-      order by i.created_at desc, i.id
+      order by i.occurred_at desc, i.id
       limit case when v_level = 2 then 10 else 500 end
     ) s;
     v_total_items := c.interaction_count;

@@ -363,11 +363,11 @@ language sql stable set search_path = '' as $$
     'Stage: ' || c.stage || '; ' || c.interaction_count || ' interaction(s) logged.',
     (select 'Context: ' || cortex.fit_words(x.summary, 600) from cortex.contact_context x
      where x.tenant_id = p_tenant_id and x.contact_id = p_contact_id),
-    (select 'Recent: ' || string_agg(to_char(i.created_at at time zone 'UTC', 'YYYY-MM-DD') || ' ' || i.agent || ' '
+    (select 'Recent: ' || string_agg(to_char(i.occurred_at at time zone 'UTC', 'YYYY-MM-DD') || ' ' || i.agent || ' '
                                      || replace(i.type, '_', ' ') || coalesce(': ' || cortex.fit_words(i.summary, 200), ''),
-                                     '; ' order by i.created_at desc) || '.'
+                                     '; ' order by i.occurred_at desc) || '.'
      from (select * from cortex.interactions i where i.tenant_id = p_tenant_id and i.contact_id = p_contact_id
-           order by i.created_at desc limit 3) i)), 2000)
+           order by i.occurred_at desc limit 3) i)), 2000)
   from cortex.contacts c where c.tenant_id = p_tenant_id and c.id = p_contact_id
 $$;
 comment on function cortex.handoff_fallback_summary(uuid, uuid, text, text, text, text) is

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import csv
+import json
+import sys
+import time
 import uuid
-from typing import IO
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
 
 import click
 
@@ -133,3 +140,219 @@ def interactions_list(
                 click.echo(f"\n--- {i['id']} {i.get('subject') or ''}\n{i.get('raw_content') or ''}")
 
     emit(result, human)
+
+
+# --- cortex import FILE (backfill) ---------------------------------------------------------------
+
+# CSV columns: the import item's fields; key_points and tags are `;`-separated (tags go to
+# metadata.tags, interactions have no tags of their own); `metadata` is a JSON object; any
+# `metadata.<key>` column adds that key (its cell parsed as JSON when it is JSON, else text).
+CSV_FIELDS = (
+    "contact_id", "contact_email", "type", "occurred_at", "external_id", "agent", "human_id", "direction",
+    "subject", "raw_content", "summary", "key_points", "sentiment", "intent", "campaign_id", "thread_id",
+    "metadata", "tags",
+)  # fmt: skip
+
+
+@dataclass
+class _Record:
+    number: int  # 1-based: JSONL line, CSV data row (the header not counted)
+    item: Any  # the item, or service.Unsendable when the record cannot be read
+    end: int  # bytes of the file read up to the end of this record
+
+
+def _lines(stream: IO[bytes]) -> Iterator[tuple[str, int]]:
+    pos = 0
+    for raw in stream:
+        pos += len(raw)
+        yield raw.decode("utf-8-sig" if pos == len(raw) else "utf-8"), pos
+
+
+def _jsonl_records(stream: IO[bytes]) -> Iterator[_Record]:
+    from cortex.interactions.service import Unsendable
+
+    for number, (line, end) in enumerate(_lines(stream), start=1):
+        if not line.strip():
+            continue
+        try:
+            item: Any = json.loads(line)
+        except ValueError as exc:
+            item = Unsendable("item", f"line is not valid JSON: {exc}")
+        yield _Record(number, item, end)
+
+
+def _csv_cell(column: str, cell: str) -> Any:
+    if column in ("key_points", "tags"):
+        return [p.strip() for p in cell.split(";") if p.strip()]
+    if column == "metadata" or column.startswith("metadata."):
+        try:
+            return json.loads(cell)
+        except ValueError:
+            if column == "metadata":
+                raise
+            return cell
+    return cell
+
+
+def _csv_records(stream: IO[bytes]) -> Iterator[_Record]:
+    from cortex.interactions.service import Unsendable
+
+    lines = _lines(stream)
+    end = [0]
+
+    def text() -> Iterator[str]:
+        for line, pos in lines:
+            end[0] = pos
+            yield line
+
+    reader = csv.reader(text())
+    header = next(reader, None)
+    if not header:
+        raise click.UsageError("the CSV file is empty: it needs a header row")
+    header = [h.strip() for h in header]
+    unknown = [h for h in header if h not in CSV_FIELDS and not h.startswith("metadata.")]
+    if unknown:
+        raise click.UsageError(
+            f"unknown CSV column(s): {', '.join(unknown)}; allowed: {', '.join(CSV_FIELDS)}, metadata.<key>"
+        )
+    for number, row in enumerate(reader, start=1):
+        if not any(c.strip() for c in row):
+            continue
+        item: Any
+        try:
+            if len(row) != len(header):
+                raise ValueError(f"has {len(row)} cells, the header {len(header)}")
+            item = {}
+            metadata: dict[str, Any] = {}
+            for column, cell in zip(header, row, strict=True):
+                if cell == "":
+                    continue
+                try:
+                    value = _csv_cell(column, cell)
+                except ValueError as exc:
+                    raise ValueError(f"{column} is not valid JSON: {exc}") from None
+                if column == "metadata":
+                    if not isinstance(value, dict):
+                        raise ValueError("metadata must be a JSON object")
+                    metadata = {**value, **metadata}
+                elif column == "tags":
+                    metadata["tags"] = value
+                elif column.startswith("metadata."):
+                    metadata[column.removeprefix("metadata.")] = value
+                else:
+                    item[column] = value
+            if metadata:
+                item["metadata"] = metadata
+        except ValueError as exc:
+            item = Unsendable("item", f"row {exc}")
+        yield _Record(number, item, end[0])
+
+
+def _checkpoint_path(path: Path) -> Path:
+    return path.with_name(path.name + ".cortex-import")
+
+
+def _fingerprint(path: Path) -> dict[str, Any]:
+    stat = path.stat()
+    return {"file": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def _read_checkpoint(path: Path) -> dict[str, Any] | None:
+    checkpoint = _checkpoint_path(path)
+    try:
+        saved = json.loads(checkpoint.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(saved, dict) or {k: saved.get(k) for k in ("file", "size", "mtime_ns")} != _fingerprint(path):
+        return None  # another file, or the file changed since: start afresh (idempotency makes it safe)
+    return saved
+
+
+def _write_checkpoint(path: Path, next_record: int, totals: dict[str, Any]) -> None:
+    checkpoint = _checkpoint_path(path)
+    try:
+        tmp = checkpoint.with_name(checkpoint.name + ".tmp")
+        tmp.write_text(json.dumps({**_fingerprint(path), "next_record": next_record, "totals": totals}))
+        tmp.replace(checkpoint)
+    except OSError as exc:  # a read-only folder: the import goes on, re-runs are still safe
+        click.echo(f"warning: cannot write checkpoint {checkpoint}: {exc}", err=True)
+
+
+@click.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["auto", "jsonl", "csv"]), default="auto", show_default=True,
+              help="auto: csv for *.csv, else JSON lines.")  # fmt: skip
+@click.option("--batch-size", type=click.IntRange(1, 5000), default=1000, show_default=True,
+              help="Interactions per SQL call (one transaction each).")  # fmt: skip
+@click.option("--resume-from", type=click.IntRange(min=1),
+              help="First record to send (JSONL: line number; CSV: data row after the header).")  # fmt: skip
+@click.option("--restart", is_flag=True, help="Ignore the checkpoint file and start from the first record.")
+@click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
+def import_interactions(
+    file: Path, fmt: str, batch_size: int, resume_from: int | None, restart: bool, no_progress: bool
+) -> None:
+    """Import interactions from FILE (JSON lines or CSV) in batches (import_interactions).
+
+    Each record needs external_id, occurred_at, type and the contact (contact_id or contact_email);
+    a re-run inserts nothing twice. After each batch a checkpoint (FILE.cortex-import) records
+    where to go on, so an interrupted import resumes there; it is removed when the file is done.
+    Bad records are listed (record number, field, message) and skipped; the exit code is then 1."""
+    from cortex.interactions import service as interactions_svc
+
+    state = current_state()
+    claims = state.claims()
+    records = _csv_records if (fmt == "csv" or (fmt == "auto" and file.suffix.lower() == ".csv")) else _jsonl_records
+    start = resume_from or 1
+    totals: dict[str, Any] = {"received": 0, "inserted": 0, "duplicates": 0, "failed": 0, "summaries_queued": 0}
+    saved = None if (restart or resume_from) else _read_checkpoint(file)
+    if saved is not None:
+        start = int(saved["next_record"])
+        click.echo(f"resuming {file} at record {start} (checkpoint {_checkpoint_path(file)})", err=True)
+    errors: list[dict[str, Any]] = []
+    size = file.stat().st_size
+
+    def send(batch: list[_Record], bar: Any) -> None:
+        result = interactions_svc.import_interactions(claims, [r.item for r in batch])
+        for key in totals:
+            totals[key] += int(result.get(key) or 0)
+        for e in result["errors"]:
+            errors.append({"record": batch[e["index"]].number, "field": e["field"], "message": e["message"]})
+        _write_checkpoint(file, batch[-1].number + 1, totals)
+        bar.update(batch[-1].end - bar.pos)
+
+    show = not no_progress and not state.as_json
+    started = time.perf_counter()
+    with (
+        open(file, "rb") as stream,
+        click.progressbar(length=size, label=f"importing {file.name}", file=sys.stderr, hidden=not show) as bar,
+    ):
+        batch: list[_Record] = []
+        for record in records(stream):
+            if record.number < start:
+                continue
+            batch.append(record)
+            if len(batch) >= batch_size:
+                send(batch, bar)
+                batch = []
+        if batch:
+            send(batch, bar)
+        bar.update(size - bar.pos)
+    seconds = time.perf_counter() - started
+    _checkpoint_path(file).unlink(missing_ok=True)
+    summary = {**totals, "seconds": round(seconds, 3), "resumed_from": start if start > 1 else None, "errors": errors}
+
+    def human() -> None:
+        rate = totals["inserted"] / seconds if seconds > 0 else 0.0
+        click.echo(
+            f"{totals['inserted']} inserted, {totals['duplicates']} already there, {totals['failed']} failed "
+            f"of {totals['received']} in {seconds:.1f} s ({rate:.0f}/s); "
+            f"{totals['summaries_queued']} summaries queued for the worker"
+        )
+        for e in errors[:50]:
+            click.echo(f"  record {e['record']}: {e['field']}: {e['message']}")
+        if len(errors) > 50:
+            click.echo(f"  ... and {len(errors) - 50} more (--json lists all)")
+
+    emit(summary, human)
+    if errors:
+        raise click.exceptions.Exit(1)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import Field, field_validator
+from pydantic import Field, RootModel, SkipValidation, StringConstraints, field_validator
 
 from cortex.llm.results import Intent, Sentiment
 from cortex.schemas import AgentName, RawContent, Ref, Request, Response, Subject
@@ -97,7 +97,8 @@ class Interaction(Response):
     metadata: dict[str, Any]
     token_count: int | None
     analysis_status: AnalysisStatus
-    created_at: datetime
+    created_at: datetime = Field(description="When Cortex stored it.")
+    occurred_at: datetime = Field(description="When it happened (ordering and recency use this).")
     raw_content: str | None = None
 
 
@@ -114,3 +115,60 @@ class InteractionList(Response):
 
     items: list[Interaction]
     limit: int
+
+
+# --- import (backfill) --------------------------------------------------------------------------
+
+IMPORT_MAX_ITEMS = 5000
+
+
+class InteractionImportItem(Request):
+    """One interaction to import: the fields of POST /interactions plus `occurred_at`, with the
+    contact by `contact_id` or `contact_email` (looked up, never created). Each item is checked
+    in SQL on its own; a bad one is reported in `errors` and writes nothing."""
+
+    contact_id: UUID | None = Field(default=None, description="The contact (or give contact_email).")
+    contact_email: Annotated[str, StringConstraints(max_length=320)] | None = Field(
+        default=None, description="The contact's email (normalised); the contact must exist."
+    )
+    type: InteractionType
+    occurred_at: datetime = Field(description="When it happened (ISO 8601, UTC without a zone); not in the future.")
+    external_id: Ref = Field(description="Id in the source system: re-importing it (same contact, type) is a no-op.")
+    agent: AgentName | None = Field(default=None, description='The calling agent (default) or "human".')
+    human_id: Ref | None = Field(default=None, description='Required when agent is "human".')
+    direction: Direction | None = None
+    subject: Subject | None = None
+    raw_content: RawContent | None = None
+    summary: str | None = Field(default=None, description="With a summary the row is stored analysed (no job).")
+    key_points: list[str] | None = None
+    sentiment: Sentiment | None = None
+    intent: Intent | None = None
+    campaign_id: Ref | None = None
+    thread_id: Ref | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class InteractionImport(RootModel[list[SkipValidation[InteractionImportItem]]]):
+    """POST /interactions/import: a JSON array of interactions, or JSON lines (one per line) with
+    Content-Type application/x-ndjson. Items are validated one by one in SQL (per-row errors)."""
+
+    root: Annotated[list[SkipValidation[InteractionImportItem]], Field(max_length=IMPORT_MAX_ITEMS)]
+
+
+class ImportRowError(Response):
+    """Why one item was not stored (nothing of it was written)."""
+
+    index: int = Field(description="0-based position of the item (JSON lines: line number - 1).")
+    field: str = Field(description='The offending field ("item" when the item itself is not an object).')
+    message: str
+
+
+class ImportResult(Response):
+    """POST /interactions/import response: counts and one error per rejected item."""
+
+    received: int
+    inserted: int
+    duplicates: int = Field(description="Items already stored (same contact, type and external_id).")
+    failed: int
+    summaries_queued: int = Field(description="summarise_interaction jobs queued (the worker summarises them).")
+    errors: list[ImportRowError]

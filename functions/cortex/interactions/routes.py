@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.concurrency import run_in_threadpool
 
 from cortex import db
+from cortex.errors import CortexError
 from cortex.interactions import service
-from cortex.interactions.models import InteractionCreate, InteractionList, InteractionListQuery, InteractionLogged
-from cortex.routing import Call, Reply, Router
+from cortex.interactions.models import (
+    ImportResult,
+    InteractionCreate,
+    InteractionImport,
+    InteractionList,
+    InteractionListQuery,
+    InteractionLogged,
+)
+from cortex.routing import Call, Reply, Router, parse_json
 
 router = Router("interactions")
 
@@ -33,3 +43,50 @@ async def list_interactions(call: Call) -> Reply:
     """A contact's interactions, newest first."""
     query = call.query_as(InteractionListQuery).model_dump(exclude_none=True)
     return Reply(200, await db.acall_as(call.claims, "list_interactions", **query))
+
+
+NDJSON_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-lines", "application/x-jsonlines")
+
+
+def parse_import_body(raw: bytes, content_type: str) -> Any:
+    """A JSON array (application/json), or JSON lines (application/x-ndjson): one item per line,
+    blank lines skipped but counted, so an item's index is its line number - 1. A line that is not
+    JSON is that item's error; the other lines are still imported."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    if media not in NDJSON_TYPES:
+        data = parse_json(raw)
+        if not isinstance(data, list):
+            raise CortexError(422, "validation_error", "body: send a JSON array of interactions (or JSON lines "
+                              "with Content-Type: application/x-ndjson)", "body")  # fmt: skip
+        return data
+    items: list[Any] = []
+    for line in raw.split(b"\n"):
+        if not line.strip():
+            items.append(service.BLANK)
+            continue
+        try:
+            items.append(parse_json(line))
+        except CortexError as exc:
+            items.append(service.Unsendable("item", exc.message.replace("request body", "line")))
+    while items and items[-1] is service.BLANK:
+        items.pop()
+    if not items:
+        raise CortexError(400, "malformed_json", "request body is empty; send JSON lines", "body")
+    return items
+
+
+@router.route(
+    "POST", "/import", name="import_interactions", summary="Import interactions (backfill), idempotent by external_id",
+    responses={200: ImportResult}, body=InteractionImport, body_parser=parse_import_body,
+    body_media_types=("application/json", "application/x-ndjson"),
+    description="A JSON array, or JSON lines with Content-Type application/x-ndjson, of at most 5,000 "
+    "interactions, each with external_id and occurred_at, the contact by contact_id or contact_email. "
+    "Stored in one transaction by one SQL call (import_interactions); a re-import inserts nothing "
+    "(duplicates). Each bad item is reported in errors as {index, field, message} and nothing of it is "
+    "written; the good ones are stored. Rows are stored with analysis pending and summarised by the "
+    "worker afterwards (no model call here).",
+)  # fmt: skip
+async def import_interactions(call: Call) -> Reply:
+    """Imports one batch of interactions with one SQL call."""
+    items = call.body_as(InteractionImport).root
+    return Reply(200, await service.aimport_interactions(call.claims, items))
