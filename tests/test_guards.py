@@ -136,6 +136,7 @@ DEFINERS: dict[str, tuple[str, str]] = {
         "28000",
     ),
     "queue_interaction_summary": ("select cortex.queue_interaction_summary(%(t)s, %(i)s)", "28000"),
+    "enqueue_import_summaries": ("select cortex.enqueue_import_summaries(array[%(i)s]::uuid[], 'probe')", "28000"),
     "request_context_refresh": ("select cortex.request_context_refresh(%(t)s, %(c)s, 'probe')", "28000"),
     "store_context": ("""select cortex.store_context(%(t)s, %(c)s, '{"summary": "forged"}', null, 0)""", "28000"),
     "record_context_failure": ("select cortex.record_context_failure(%(t)s, %(c)s, 'probe')", "28000"),

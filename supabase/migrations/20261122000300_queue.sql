@@ -13,6 +13,8 @@ language sql immutable parallel safe set search_path = '' as $$
   select array['info', 'warning', 'critical']
 $$;
 comment on function cortex.alert_severities() is 'Allowed alert severities, least severe first.';
+-- The alerts table's CHECK calls it, and API roles acknowledge alerts (an UPDATE re-checks).
+grant execute on function cortex.alert_severities() to authenticated, service_role;
 
 create table cortex.jobs (
   tenant_id uuid not null references cortex.tenants (id) on delete cascade,
