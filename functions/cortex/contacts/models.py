@@ -8,7 +8,22 @@ from uuid import UUID
 
 from pydantic import Field
 
-from cortex.schemas import AgentName, Email, Name, Phone, Ref, Request, Response, SearchText, Source
+from cortex.schemas import (
+    JSON_LIMITS,
+    MAX_INT,
+    AgentName,
+    Email,
+    JsonObject,
+    Name,
+    Phone,
+    Ref,
+    Request,
+    Response,
+    SearchText,
+    Source,
+    Tag,
+    Tags,
+)
 
 Stage = Literal["prospect", "qualified", "opportunity", "customer", "churning", "lost", "recovered"]
 
@@ -28,8 +43,8 @@ class ContactCreate(Request):
     source: Source | None = Field(default=None, examples=["anna_outbound"])
     owner_agent: AgentName | None = Field(default=None, description="An agent of the tenant.")
     owner_human_id: Ref | None = None
-    tags: list[str] | None = Field(default=None, max_length=100)
-    custom_fields: dict[str, Any] | None = None
+    tags: Tags | None = Field(default=None, description="At most 100 tags of at most 100 characters each.")
+    custom_fields: JsonObject | None = Field(default=None, description=JSON_LIMITS)
 
 
 class ContactPatch(Request):
@@ -43,8 +58,8 @@ class ContactPatch(Request):
     source: Source | None = None
     owner_agent: AgentName | None = None
     owner_human_id: Ref | None = None
-    tags: list[str] | None = Field(default=None, max_length=100)
-    custom_fields: dict[str, Any] | None = None
+    tags: Tags | None = Field(default=None, description="At most 100 tags of at most 100 characters each.")
+    custom_fields: JsonObject | None = Field(default=None, description=JSON_LIMITS)
 
 
 class ContactListQuery(Request):
@@ -53,10 +68,10 @@ class ContactListQuery(Request):
     stage: Stage | None = None
     owner_agent: AgentName | None = None
     owner_human_id: Ref | None = None
-    tag: str | None = Field(default=None, description="Contacts carrying this tag.")
+    tag: Tag | None = Field(default=None, description="Contacts carrying this tag.")
     search: SearchText | None = Field(default=None, description="Fuzzy match on name, email and company.")
     limit: int = Field(default=20, ge=1, le=100)
-    offset: int = Field(default=0, ge=0)
+    offset: int = Field(default=0, ge=0, le=MAX_INT)
 
 
 class ContactPath(Request):

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 from uuid import UUID
 
-from pydantic import Field, StringConstraints, field_validator
+from pydantic import Field, StringConstraints
 
-from cortex.schemas import AgentName, Ref, Request, Response
+from cortex.schemas import JSON_LIMITS, AgentName, Instant, JsonObject, Ref, Request, Response
 
 # --- handoffs (issue 4) ------------------------------------------------------------------------
 
@@ -40,7 +39,7 @@ class HandoffCreate(Request):
     )
     suggested_action: Annotated[str, StringConstraints(max_length=1000)] | None = None
     urgency: Urgency = "normal"
-    metadata: dict[str, Any] | None = None
+    metadata: JsonObject | None = Field(default=None, description=JSON_LIMITS)
 
 
 class HandoffCreated(Response):
@@ -87,15 +86,10 @@ class PendingHandoffsQuery(Request):
 class HandoffListQuery(Request):
     """GET /handoffs: the monitor's stand-up view."""
 
-    since: datetime | None = Field(default=None, description="created or changed since; without a zone it is UTC")
+    since: Instant | None = Field(default=None, description="created or changed since; without a zone it is UTC")
     status: HandoffStatus | None = None
     contact_id: UUID | None = None
     limit: int = Field(default=20, ge=1, le=100)
-
-    @field_validator("since")
-    @classmethod
-    def _utc_when_naive(cls, value: datetime | None) -> datetime | None:
-        return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
 
 
 class HandoffPath(Request):
