@@ -96,6 +96,20 @@ def _utc(value: datetime) -> datetime:
         raise ValueError("out of range once converted to UTC") from None
 
 
+def not_null(schema: dict[str, Any]) -> None:
+    """`json_schema_extra` of an optional field that may be absent but not null: the schema
+    leaves out the null its `X | None` type would state (a validator refuses null)."""
+    options = schema.get("anyOf")
+    if isinstance(options, list):
+        kept = [o for o in options if o != {"type": "null"}]
+        schema.pop("anyOf")
+        schema.pop("default", None)
+        if len(kept) == 1:
+            schema.update(kept[0])
+        else:
+            schema["anyOf"] = kept
+
+
 AgentName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,62}$")]
 Email = Annotated[
     str,

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from cortex.schemas import (
     JSON_LIMITS,
@@ -23,6 +23,7 @@ from cortex.schemas import (
     Source,
     Tag,
     Tags,
+    not_null,
 )
 
 Stage = Literal["prospect", "qualified", "opportunity", "customer", "churning", "lost", "recovered"]
@@ -50,16 +51,28 @@ class ContactCreate(Request):
 class ContactPatch(Request):
     """PATCH /contacts/{id}: a key present sets that field (null clears it), an absent key keeps it."""
 
-    email: Email | None = None
+    # email and stage cannot be cleared: absent keeps them, null is refused (the schema says so).
+    email: Email | None = Field(default=None, description="Cannot be null.", json_schema_extra=not_null)
     name: Name | None = None
     company_name: Name | None = None
     phone: Phone | None = None
-    stage: Stage | None = Field(default=None, description="Cannot be null.")
+    stage: Stage | None = Field(default=None, description="Cannot be null.", json_schema_extra=not_null)
     source: Source | None = None
     owner_agent: AgentName | None = None
     owner_human_id: Ref | None = None
     tags: Tags | None = Field(default=None, description="At most 100 tags of at most 100 characters each.")
-    custom_fields: JsonObject | None = Field(default=None, description=JSON_LIMITS)
+    custom_fields: JsonObject | None = Field(
+        default=None,
+        description=f"Replaces the custom fields; cannot be null. {JSON_LIMITS}",
+        json_schema_extra=not_null,
+    )
+
+    @field_validator("email", "stage", "custom_fields")
+    @classmethod
+    def _not_null(cls, value: Any) -> Any:
+        if value is None:
+            raise ValueError("cannot be null")
+        return value
 
 
 class ContactListQuery(Request):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 from uuid import UUID
 
-from pydantic import Field, StringConstraints
+from pydantic import ConfigDict, Field, StringConstraints
 
 from cortex.schemas import JSON_LIMITS, AgentName, Instant, JsonObject, Ref, Request, Response
 
@@ -27,6 +27,16 @@ HandoffStatus = Literal["pending", "accepted", "completed", "rejected"]
 
 class HandoffCreate(Request):
     """POST /handoffs: exactly one of to_agent / to_human_id (checked in SQL, which names the field)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["to_agent"], "properties": {"to_agent": {"type": "string"}}},
+                {"required": ["to_human_id"], "properties": {"to_human_id": {"type": "string"}}},
+            ]
+        },
+    )
 
     contact_id: UUID
     from_agent: AgentName | None = Field(default=None, description="must be the calling agent when given")
