@@ -11,6 +11,7 @@
 --   Emails: NFC-normalised, lower-cased and trimmed; control, format (zero-width, bidi),
 --     separator and other invisible characters are refused, so that one address is one contact.
 --   NUL cannot be stored in Postgres text at all; the HTTP edge refuses it with 422.
+-- Rows stored before these limits stay readable and writable; the limits apply to new values.
 
 -- JSON ---------------------------------------------------------------------------------------
 
@@ -41,23 +42,41 @@ comment on function cortex.check_json(jsonb, text, int, int) is
   'Returns p_value when it nests at most p_max_depth levels (default 32) and is at most p_max_bytes bytes as JSON text (default 64 KiB); else SQLSTATE 22023 naming p_field. Null passes.';
 grant execute on function cortex.check_json(jsonb, text, int, int) to authenticated, service_role;
 
--- Where caller JSON is stored. NOT VALID: rows written before these limits stay readable;
--- every new or changed row is checked. The function raises (22023 naming the field) rather than
--- returning false, so the caller learns which limit and which field.
-alter table cortex.contacts add constraint contacts_custom_fields_limits
-  check (cortex.check_json(custom_fields, 'custom_fields') is not null) not valid;
-alter table cortex.interactions add constraint interactions_metadata_limits
-  check (cortex.check_json(metadata, 'metadata') is not null) not valid;
-alter table cortex.handoff_events add constraint handoff_metadata_limits
-  check (cortex.check_json(metadata, 'metadata') is not null) not valid;
-alter table cortex.token_usage add constraint token_usage_metadata_limits
-  check (cortex.check_json(metadata, 'metadata') is not null) not valid;
-alter table cortex.contact_context add constraint contact_context_open_threads_limits
-  check (cortex.check_json(open_threads, 'open_threads') is not null) not valid;
-alter table cortex.outbox add constraint outbox_payload_limits
-  check (cortex.check_json(payload, 'payload', 40, 1048576) is not null) not valid;
-alter table cortex.jobs add constraint jobs_payload_limits
-  check (cortex.check_json(payload, 'payload', 40, 1048576) is not null) not valid;
+-- Where caller JSON is stored, a trigger checks it on insert and when an update changes it.
+-- A trigger rather than a CHECK constraint: Postgres re-checks every constraint on any update of
+-- a row, so a row stored before these limits (a contact with deep custom_fields, a queued
+-- message) could then never be touched again, not even to count an interaction or claim it.
+create or replace function cortex.json_limits() returns trigger
+language plpgsql set search_path = '' as $$
+-- tg_argv: the column, then optionally its depth and byte limits (default 32 and 64 KiB).
+declare
+  v_new jsonb;
+  v_old jsonb;
+begin
+  execute format('select ($1).%1$I, ($2).%1$I', tg_argv[0]) into v_new, v_old using new, old;
+  if tg_op = 'INSERT' or v_new is distinct from v_old then
+    perform cortex.check_json(v_new, tg_argv[0], coalesce(tg_argv[1]::int, 32), coalesce(tg_argv[2]::int, 65536));
+  end if;
+  return new;
+end $$;
+comment on function cortex.json_limits() is
+  'Trigger: cortex.check_json on the column named by its first argument (limits in the next two), on insert and when an update changes it.';
+
+create trigger contacts_custom_fields_limits before insert or update of custom_fields on cortex.contacts
+  for each row execute function cortex.json_limits('custom_fields');
+create trigger interactions_metadata_limits before insert or update of metadata on cortex.interactions
+  for each row execute function cortex.json_limits('metadata');
+create trigger handoff_metadata_limits before insert or update of metadata on cortex.handoff_events
+  for each row execute function cortex.json_limits('metadata');
+create trigger token_usage_metadata_limits before insert or update of metadata on cortex.token_usage
+  for each row execute function cortex.json_limits('metadata');
+create trigger contact_context_open_threads_limits before insert or update of open_threads on cortex.contact_context
+  for each row execute function cortex.json_limits('open_threads');
+-- Built by SQL around such values (a handoff's metadata inside its notification): more room.
+create trigger outbox_payload_limits before insert or update of payload on cortex.outbox
+  for each row execute function cortex.json_limits('payload', '40', '1048576');
+create trigger jobs_payload_limits before insert or update of payload on cortex.jobs
+  for each row execute function cortex.json_limits('payload', '40', '1048576');
 
 -- Tags -------------------------------------------------------------------------------------------
 
@@ -80,7 +99,18 @@ comment on function cortex.check_tags(text[], text) is
   'True when there are at most 100 tags of at most 100 characters each; else SQLSTATE 22023 naming p_field.';
 grant execute on function cortex.check_tags(text[], text) to authenticated, service_role;
 
-alter table cortex.contacts add constraint contacts_tags_limits check (cortex.check_tags(tags)) not valid;
+create or replace function cortex.contacts_tags_limits() returns trigger
+language plpgsql set search_path = '' as $$
+begin
+  if tg_op = 'INSERT' or new.tags is distinct from old.tags then
+    perform cortex.check_tags(new.tags);
+  end if;
+  return new;
+end $$;
+comment on function cortex.contacts_tags_limits() is 'Trigger: cortex.check_tags on a contact''s tags, on insert and when an update changes them.';
+-- After contacts_before_write (name order), which drops empty and duplicate tags.
+create trigger contacts_tags_limits before insert or update of tags on cortex.contacts
+  for each row execute function cortex.contacts_tags_limits();
 
 -- Emails -----------------------------------------------------------------------------------------
 
@@ -127,8 +157,9 @@ comment on function cortex.normalise_email(text) is
   'NFC-normalised, lower-cased, trimmed email, or SQLSTATE 22023 naming the email field (empty, invisible characters, not an address).';
 
 -- Every write path (the API functions, a direct insert under RLS) goes through the table: the
--- trigger normalises and the check refuses what normalising cannot fix. Fired after
--- contacts_before_write (triggers run in name order), which lower-cases and trims.
+-- trigger normalises, or refuses what normalising cannot fix. Fired after contacts_before_write
+-- (triggers run in name order), which lower-cases and trims; only when the email changes, so a
+-- contact stored before this rule stays writable.
 create or replace function cortex.contacts_email_nfc() returns trigger
 language plpgsql set search_path = '' as $$
 begin
@@ -140,8 +171,6 @@ end $$;
 comment on function cortex.contacts_email_nfc() is 'Trigger: the contact''s email through cortex.normalise_email (NFC, no invisible characters).';
 create trigger contacts_email_nfc before insert or update of email on cortex.contacts
   for each row execute function cortex.contacts_email_nfc();
-alter table cortex.contacts add constraint contacts_email_normalised
-  check (email is nfc normalized and email !~ cortex.invisible_characters()) not valid;
 
 -- Webhook delivery ------------------------------------------------------------------------------
 
