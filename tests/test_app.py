@@ -4,6 +4,7 @@ functions/main.py, driven with Starlette's test client against a real database (
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -55,7 +56,10 @@ def counts(admin: Admin) -> dict[str, int]:
         "select (select count(*) from cortex.contacts) as contacts,"
         " (select count(*) from cortex.interactions) as interactions,"
         " (select count(*) from cortex.token_usage) as token_usage,"
-        " (select count(*) from cortex.contact_context) as contexts"
+        " (select count(*) from cortex.contact_context) as contexts,"
+        " (select count(*) from cortex.handoff_events) as handoffs,"
+        " (select count(*) from cortex.outbox) as outbox,"
+        " (select count(*) from cortex.jobs) as jobs"
     ).fetchone()
     assert row is not None
     return {k: int(v) for k, v in row.items()}
@@ -743,6 +747,159 @@ BAD_REQUESTS: list[tuple[str, str, str, Any, int, str]] = [
     ("context bad id", "GET", "/context/42", None, 422, "contact_id"),
     ("refresh bad id", "POST", "/context/42/refresh", None, 422, "contact_id"),
     ("refresh unknown contact", "POST", f"/context/{uuid.UUID(int=9)}/refresh", None, 404, "contact_id"),
+    # NUL (U+0000) anywhere: Postgres text cannot hold it, so the edge refuses it naming the field.
+    ("nul in a name", "POST", "/contacts", {"email": "a@b.co", "name": "Jo\x00hn"}, 422, "name"),
+    ("nul in an email", "POST", "/contacts", {"email": "a\x00@b.co"}, 422, "email"),
+    ("nul in a tag", "POST", "/contacts", {"email": "a@b.co", "tags": ["ok", "b\x00d"]}, 422, "tags.1"),
+    (
+        "nul in a json key",
+        "POST",
+        "/contacts",
+        {"email": "a@b.co", "custom_fields": {"a\x00b": 1}},
+        422,
+        "custom_fields.a\\u0000b",
+    ),
+    (
+        "nul deep in a json value",
+        "POST",
+        "/contacts",
+        {"email": "a@b.co", "custom_fields": {"x": [{"y": "ok"}, {"y": "b\x00d"}]}},
+        422,
+        "custom_fields.x.1.y",
+    ),
+    ("nul in a patch", "PATCH", f"/contacts/{CONTACT}", {"company_name": "\x00"}, 422, "company_name"),
+    ("nul in a body key", "POST", "/contacts", {"email": "a@b.co", "\x00": 1}, 422, "\\u0000"),
+    ("nul in search", "GET", "/contacts?search=jo%00hn", None, 422, "search"),
+    ("nul in tag filter", "GET", "/contacts?tag=%00", None, 422, "tag"),
+    ("nul in a query name", "GET", "/contacts?a%00=1", None, 422, "a\\u0000"),
+    ("nul in since", "GET", f"/interactions?contact_id={CONTACT}&since=2026%00", None, 422, "since"),
+    ("nul in pending human", "GET", "/handoffs/pending?human_id=rep%00", None, 422, "human_id"),
+    ("nul in budget agent", "GET", "/usage/budget-check/lu%00na", None, 422, "agent"),
+    (
+        "nul in raw_content",
+        "POST",
+        "/interactions",
+        {"contact_id": CONTACT, "type": "note", "raw_content": "hi\x00there"},
+        422,
+        "raw_content",
+    ),
+    (
+        "nul in a key point",
+        "POST",
+        "/interactions",
+        {"contact_id": CONTACT, "type": "note", "summary": "s", "key_points": ["a\x00"]},
+        422,
+        "key_points.0",
+    ),
+    (
+        "nul in interaction metadata",
+        "POST",
+        "/interactions",
+        {"contact_id": CONTACT, "type": "note", "summary": "s", "metadata": {"k": "\x00"}},
+        422,
+        "metadata.k",
+    ),
+    (
+        "nul in a handoff summary",
+        "POST",
+        "/handoffs",
+        {"contact_id": CONTACT, "to_agent": "mia", "reason": "other", "context_summary": "x\x00"},
+        422,
+        "context_summary",
+    ),
+    (
+        "nul in a handoff note",
+        "PATCH",
+        f"/handoffs/{uuid.UUID(int=5)}",
+        {"status": "accepted", "note": "\x00"},
+        422,
+        "note",
+    ),
+    (
+        "nul in a usage model",
+        "POST",
+        "/usage",
+        {"model": "m\x00", "operation": "op", "input_tokens": 1, "output_tokens": 1},
+        422,
+        "model",
+    ),
+    # Nesting and size: deeper than the parser takes is `body`, deeper than a JSON value takes is its field.
+    (
+        "body 3000 deep",
+        "POST",
+        "/contacts",
+        b'{"email": "a@b.co", "custom_fields": ' + b'{"a": ' * 3000 + b"1" + b"}" * 3000 + b"}",
+        422,
+        "body",
+    ),
+    ("array body 3000 deep", "POST", "/interactions", b"[" * 3000 + b"]" * 3000, 422, "body"),
+    (
+        "custom_fields 35 deep",
+        "POST",
+        "/contacts",
+        {"email": "a@b.co", "custom_fields": {"a": json.loads("[" * 34 + "]" * 34)}},
+        422,
+        "custom_fields",
+    ),
+    (
+        "metadata 35 deep",
+        "POST",
+        "/interactions",
+        {"contact_id": CONTACT, "type": "note", "summary": "s", "metadata": {"a": json.loads("[" * 34 + "]" * 34)}},
+        422,
+        "metadata",
+    ),
+    (
+        "handoff metadata 35 deep",
+        "POST",
+        "/handoffs",
+        {
+            "contact_id": CONTACT,
+            "to_agent": "mia",
+            "reason": "other",
+            "metadata": {"a": json.loads("[" * 34 + "]" * 34)},
+        },
+        422,
+        "metadata",
+    ),
+    (
+        "custom_fields over 64 KiB",
+        "POST",
+        "/contacts",
+        {"email": "a@b.co", "custom_fields": {"blob": "x" * 70_000}},
+        422,
+        "custom_fields",
+    ),
+    # Tags: a high-entropy tag of ~2.7 KB broke the GIN index; each tag is at most 100 characters.
+    ("tag of 101 characters", "POST", "/contacts", {"email": "a@b.co", "tags": ["x" * 101]}, 422, "tags.0"),
+    (
+        "high-entropy tag",
+        "POST",
+        "/contacts",
+        {"email": "a@b.co", "tags": [uuid.uuid4().hex * 100]},
+        422,
+        "tags.0",
+    ),
+    ("patch tag too long", "PATCH", f"/contacts/{CONTACT}", {"tags": ["ok", "y" * 101]}, 422, "tags.1"),
+    ("tag filter too long", "GET", f"/contacts?tag={'t' * 101}", None, 422, "tag"),
+    # Integers within their SQL type; instants any offset of which Python can convert to UTC.
+    ("offset over int", "GET", f"/contacts?offset={2**31}", None, 422, "offset"),
+    (
+        "since offset +99:00",
+        "GET",
+        f"/interactions?contact_id={CONTACT}&since=2026-01-01T00:00:00%2B99:00",
+        None,
+        422,
+        "since",
+    ),
+    ("since before year 1 in UTC", "GET", "/handoffs?since=0001-01-01T00:00:00%2B23:00", None, 422, "since"),
+    ("since after 9999 in UTC", "GET", "/handoffs?since=9999-12-31T23:59:59-23:00", None, 422, "since"),
+    # Emails: invisible and bidi characters would make one person two contacts.
+    ("email zero-width space", "POST", "/contacts", {"email": "jo\u200bhn@acme.com"}, 422, "email"),
+    ("email right-to-left override", "POST", "/contacts", {"email": "john@\u202emoc.emca"}, 422, "email"),
+    ("email no-break space", "POST", "/contacts", {"email": "john\u00a0@acme.com"}, 422, "email"),
+    ("email tag character", "POST", "/contacts", {"email": "john@acme.com\U000e0001"}, 422, "email"),
+    ("patch email soft hyphen", "PATCH", f"/contacts/{CONTACT}", {"email": "jo\u00adhn@acme.com"}, 422, "email"),
 ]
 
 

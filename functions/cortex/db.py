@@ -23,6 +23,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.adapt import Loader
 from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
@@ -43,6 +44,7 @@ __all__ = [
     "close_pool",
     "get_pool",
     "rows",
+    "rows_json_text",
     "typed",
 ]
 
@@ -178,6 +180,27 @@ def rows(conn: psycopg.Connection[Any], function: str, /, **args: Any) -> list[d
             return cur.fetchall()
     except psycopg.Error as exc:
         raise _mapped(exc) from exc
+
+
+class _JsonText(Loader):
+    """Leaves a json/jsonb column as its JSON text."""
+
+    def load(self, data: Any) -> str:
+        return bytes(data).decode()
+
+
+def rows_json_text(conn: psycopg.Connection[Any], function: str, /, **args: Any) -> list[dict[str, Any]]:
+    """`rows`, with json and jsonb columns left as JSON text: for a caller that must survive a
+    value nested deeper than Python's decoder can recurse, by decoding each row on its own."""
+    query, values = _statement(function, args, set_returning=True)
+    try:
+        with conn.cursor(row_factory=dict_row) as cur:
+            for name in ("json", "jsonb"):
+                cur.adapters.register_loader(name, _JsonText)
+            cur.execute(query, values)
+            return cur.fetchall()
+    except psycopg.Error as exc:
+        raise from_db_error(exc) from exc
 
 
 async def acall(conn: psycopg.AsyncConnection[Any], function: str, /, **args: Any) -> Any:

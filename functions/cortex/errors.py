@@ -22,6 +22,9 @@ _STATUS: dict[str, tuple[int, str]] = {
     "22007": (422, "invalid_datetime_format"),
     "22008": (422, "datetime_field_overflow"),
     "22001": (422, "string_data_right_truncation"),
+    "22009": (422, "invalid_time_zone_displacement_value"),
+    "22021": (422, "character_not_in_repertoire"),
+    "22P05": (422, "untranslatable_character"),
     "22003": (422, "numeric_value_out_of_range"),
     "23502": (422, "not_null_violation"),
     "23514": (422, "check_violation"),
@@ -77,7 +80,8 @@ def field_of(diag: psycopg.errors.Diagnostic) -> str | None:
 def from_db_error(exc: psycopg.Error) -> CortexError:
     """Maps a database error to a CortexError; unknown SQLSTATEs become 500s."""
     state = exc.sqlstate or ""
-    status, code = _STATUS.get(state, (500, "internal_error"))
+    # Class 22 is "data exception": the caller's data, never the server's fault.
+    status, code = _STATUS.get(state, (422, "data_exception") if state.startswith("22") else (500, "internal_error"))
     diag = exc.diag
     message = diag.message_primary or str(exc)
     if status == 500:

@@ -22,7 +22,7 @@ _ERROR_TEXT: dict[int, str] = {
     400: "Malformed JSON body (field `body`)",
     401: "Missing, invalid, expired or revoked credentials",
     403: "The calling agent may not do this (a read-only agent writing)",
-    404: "Unknown contact; create it first with POST /api/v1/contacts",
+    404: "Unknown contact or handoff (a contact is created with POST /api/v1/contacts)",
     409: "Conflict with existing data (such as an email already taken) or an illegal status move",
     429: "Over the agent's daily token budget; Retry-After gives the seconds to the tenant's midnight",
     413: "Request body too large",

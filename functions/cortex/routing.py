@@ -9,18 +9,25 @@ calls the model first) and SQL decides. The dispatcher (`cortex.app`) and the Op
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
 from cortex.errors import CortexError
+from cortex.schemas import MAX_JSON_DEPTH
 
 API_PREFIX = "/api/v1"
 # raw_content may be 1,000,000 characters of any script (up to 4 bytes each), plus the rest.
 MAX_BODY_BYTES = 8 * 1024 * 1024
+# Nesting a request body may have before it is parsed at all: the body object, a JSON field
+# (at most schemas.MAX_JSON_DEPTH, which validation names) and some slack. Python's decoder
+# recurses once per level, so a deeper body is refused before it is decoded.
+MAX_BODY_DEPTH = 40
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -146,8 +153,43 @@ def _location(loc: tuple[int | str, ...], where: str) -> str:
     return ".".join(str(p) for p in loc) or where
 
 
+def _nul_at(data: Any, where: str) -> str | None:
+    """The dotted location of the first NUL character in a key or string of `data`, if any."""
+    stack: list[tuple[Any, tuple[str, ...]]] = [(data, ())]
+    while stack:
+        node, loc = stack.pop()
+        if isinstance(node, str):
+            if "\x00" in node:
+                return ".".join(loc) or where
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                if "\x00" in key:
+                    return ".".join((*loc, key.replace("\x00", "\\u0000")))
+                stack.append((value, (*loc, key)))
+        elif isinstance(node, list):
+            stack.extend((value, (*loc, str(i))) for i, value in enumerate(node))
+    return None
+
+
+def reject_nul(data: Any, where: str) -> None:
+    """422 naming the field when a key or string of `data` holds NUL (U+0000), which Postgres
+    text cannot store: every path, query and body value passes here before validation."""
+    at = _nul_at(data, where)
+    if at is not None:
+        raise CortexError(
+            422,
+            "validation_error",
+            f"{at}: NUL characters (\\u0000) are not allowed",
+            at,
+            "remove the NUL characters",
+            None,
+            {"in": where, "errors": [{"field": at, "message": "NUL characters are not allowed", "type": "nul"}]},
+        )
+
+
 def validate(model: type[M], data: Any, where: str) -> M:
     """`data` as `model`, or a 422 naming the first offending field and listing all."""
+    reject_nul(data, where)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -197,12 +239,44 @@ async def read_body(request: Request, limit: int | None = None) -> bytes:
     return b"".join(chunks)
 
 
-def parse_json(raw: bytes) -> Any:
-    """A JSON body, or 400 naming `body` (empty, malformed, NaN/Infinity, bad UTF-8)."""
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_BRACKET_STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+
+
+def json_nesting(raw: bytes) -> int:
+    """How deep the JSON text `raw` nests (`{}` is 1), in linear time and without recursion:
+    strings are skipped, then brackets counted (malformed text gives some number; the parser
+    refuses it later)."""
+    brackets = _JSON_STRING.sub(b"", raw).translate(None, _NOT_BRACKET)
+    if brackets.count(b"[") + brackets.count(b"{") <= 1:
+        return len(brackets) and 1
+    steps = memoryview(brackets.translate(_BRACKET_STEP)).cast("b")
+    return max(accumulate(steps))
+
+
+def _too_deep(limit: int) -> CortexError:
+    return CortexError(
+        422,
+        "too_deep",
+        f"request body is nested deeper than {limit} levels",
+        "body",
+        f"JSON values may nest at most {MAX_JSON_DEPTH} levels",
+    )
+
+
+def parse_json(raw: bytes, max_depth: int | None = None) -> Any:
+    """A JSON body, or 400 naming `body` (empty, malformed, NaN/Infinity, bad UTF-8), or 422
+    naming `body` when it nests deeper than `max_depth` (MAX_BODY_DEPTH) levels."""
     if not raw.strip():
         raise CortexError(400, "malformed_json", "request body is empty; send a JSON object", "body")
+    limit = MAX_BODY_DEPTH if max_depth is None else max_depth
+    if raw.count(b"[") + raw.count(b"{") > limit and json_nesting(raw) > limit:
+        raise _too_deep(limit)
     try:
         return json.loads(raw, parse_constant=_no_constant)
+    except RecursionError:  # not reached after the scan above; never a 500 all the same
+        raise _too_deep(limit) from None
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError alike
         raise CortexError(
             400,

@@ -6,9 +6,25 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from cortex.schemas import AgentName, Email, Name, Phone, Ref, Request, Response, SearchText, Source
+from cortex.schemas import (
+    JSON_LIMITS,
+    MAX_INT,
+    AgentName,
+    Email,
+    JsonObject,
+    Name,
+    Phone,
+    Ref,
+    Request,
+    Response,
+    SearchText,
+    Source,
+    Tag,
+    Tags,
+    not_null,
+)
 
 Stage = Literal["prospect", "qualified", "opportunity", "customer", "churning", "lost", "recovered"]
 
@@ -28,23 +44,35 @@ class ContactCreate(Request):
     source: Source | None = Field(default=None, examples=["anna_outbound"])
     owner_agent: AgentName | None = Field(default=None, description="An agent of the tenant.")
     owner_human_id: Ref | None = None
-    tags: list[str] | None = Field(default=None, max_length=100)
-    custom_fields: dict[str, Any] | None = None
+    tags: Tags | None = Field(default=None, description="At most 100 tags of at most 100 characters each.")
+    custom_fields: JsonObject | None = Field(default=None, description=JSON_LIMITS)
 
 
 class ContactPatch(Request):
     """PATCH /contacts/{id}: a key present sets that field (null clears it), an absent key keeps it."""
 
-    email: Email | None = None
+    # email and stage cannot be cleared: absent keeps them, null is refused (the schema says so).
+    email: Email | None = Field(default=None, description="Cannot be null.", json_schema_extra=not_null)
     name: Name | None = None
     company_name: Name | None = None
     phone: Phone | None = None
-    stage: Stage | None = Field(default=None, description="Cannot be null.")
+    stage: Stage | None = Field(default=None, description="Cannot be null.", json_schema_extra=not_null)
     source: Source | None = None
     owner_agent: AgentName | None = None
     owner_human_id: Ref | None = None
-    tags: list[str] | None = Field(default=None, max_length=100)
-    custom_fields: dict[str, Any] | None = None
+    tags: Tags | None = Field(default=None, description="At most 100 tags of at most 100 characters each.")
+    custom_fields: JsonObject | None = Field(
+        default=None,
+        description=f"Replaces the custom fields; cannot be null. {JSON_LIMITS}",
+        json_schema_extra=not_null,
+    )
+
+    @field_validator("email", "stage", "custom_fields")
+    @classmethod
+    def _not_null(cls, value: Any) -> Any:
+        if value is None:
+            raise ValueError("cannot be null")
+        return value
 
 
 class ContactListQuery(Request):
@@ -53,10 +81,10 @@ class ContactListQuery(Request):
     stage: Stage | None = None
     owner_agent: AgentName | None = None
     owner_human_id: Ref | None = None
-    tag: str | None = Field(default=None, description="Contacts carrying this tag.")
+    tag: Tag | None = Field(default=None, description="Contacts carrying this tag.")
     search: SearchText | None = Field(default=None, description="Fuzzy match on name, email and company.")
     limit: int = Field(default=20, ge=1, le=100)
-    offset: int = Field(default=0, ge=0)
+    offset: int = Field(default=0, ge=0, le=MAX_INT)
 
 
 class ContactPath(Request):

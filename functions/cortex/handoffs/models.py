@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 from uuid import UUID
 
-from pydantic import Field, StringConstraints, field_validator
+from pydantic import ConfigDict, Field, StringConstraints
 
-from cortex.schemas import AgentName, Ref, Request, Response
+from cortex.schemas import JSON_LIMITS, AgentName, Instant, JsonObject, Ref, Request, Response
 
 # --- handoffs (issue 4) ------------------------------------------------------------------------
 
@@ -29,6 +28,16 @@ HandoffStatus = Literal["pending", "accepted", "completed", "rejected"]
 class HandoffCreate(Request):
     """POST /handoffs: exactly one of to_agent / to_human_id (checked in SQL, which names the field)."""
 
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["to_agent"], "properties": {"to_agent": {"type": "string"}}},
+                {"required": ["to_human_id"], "properties": {"to_human_id": {"type": "string"}}},
+            ]
+        },
+    )
+
     contact_id: UUID
     from_agent: AgentName | None = Field(default=None, description="must be the calling agent when given")
     to_agent: AgentName | None = None
@@ -40,7 +49,7 @@ class HandoffCreate(Request):
     )
     suggested_action: Annotated[str, StringConstraints(max_length=1000)] | None = None
     urgency: Urgency = "normal"
-    metadata: dict[str, Any] | None = None
+    metadata: JsonObject | None = Field(default=None, description=JSON_LIMITS)
 
 
 class HandoffCreated(Response):
@@ -87,15 +96,10 @@ class PendingHandoffsQuery(Request):
 class HandoffListQuery(Request):
     """GET /handoffs: the monitor's stand-up view."""
 
-    since: datetime | None = Field(default=None, description="created or changed since; without a zone it is UTC")
+    since: Instant | None = Field(default=None, description="created or changed since; without a zone it is UTC")
     status: HandoffStatus | None = None
     contact_id: UUID | None = None
     limit: int = Field(default=20, ge=1, le=100)
-
-    @field_validator("since")
-    @classmethod
-    def _utc_when_naive(cls, value: datetime | None) -> datetime | None:
-        return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
 
 
 class HandoffPath(Request):

@@ -46,7 +46,7 @@ async def get_pending_handoffs(call: Call) -> Reply:
 @router.route(
     "GET", "", name="list_handoffs",
     summary="Handoffs created or changed since a time, by status or contact (stand-up view)",
-    responses={200: HandoffList}, query=HandoffListQuery,
+    responses={200: HandoffList}, query=HandoffListQuery, errors=(404,),
 )  # fmt: skip
 async def list_handoffs(call: Call) -> Reply:
     """Handoffs created or changed since a time."""

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import Field, RootModel, SkipValidation, StringConstraints, field_validator
+from pydantic import Field, RootModel, SkipValidation, StringConstraints
 
 from cortex.llm.results import Intent, Sentiment
-from cortex.schemas import AgentName, RawContent, Ref, Request, Response, Subject
+from cortex.schemas import JSON_LIMITS, AgentName, Instant, JsonObject, RawContent, Ref, Request, Response, Subject
 
 InteractionType = Literal[
     "email_sent",
@@ -49,7 +49,7 @@ class InteractionCreate(Request):
     external_id: Ref | None = Field(default=None, description="Logging the same external_id twice is idempotent.")
     campaign_id: Ref | None = None
     thread_id: Ref | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: JsonObject | None = Field(default=None, description=JSON_LIMITS)
 
 
 class InteractionListQuery(Request):
@@ -58,14 +58,9 @@ class InteractionListQuery(Request):
     contact_id: UUID
     agent: AgentName | None = None
     type: InteractionType | None = None
-    since: datetime | None = Field(default=None, description="ISO timestamp; without a zone it is UTC.")
+    since: Instant | None = Field(default=None, description="ISO timestamp; without a zone it is UTC.")
     limit: int = Field(default=20, ge=1, le=100)
     include_raw: bool = Field(default=False, description="Include raw_content (summaries only by default).")
-
-    @field_validator("since")
-    @classmethod
-    def _utc_when_naive(cls, value: datetime | None) -> datetime | None:
-        return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
 
 
 class TokenUsage(Response):

@@ -275,7 +275,10 @@ def deliver_batch(
         raise ValueError("deliver_batch needs an autocommit connection (each step commits on its own)")
     config = config or DeliveryConfig.from_env()
     started = time.monotonic()
-    messages = db.rows(
+    # Payloads arrive as JSON text and are decoded one by one: a message that cannot be
+    # encoded (nested deeper than the decoder recurses, stored before the SQL limits) is
+    # dead-lettered alone instead of failing the whole round.
+    claimed = db.rows_json_text(
         conn,
         "cortex.claim_outbox",
         p_worker=worker_id,
@@ -284,9 +287,12 @@ def deliver_batch(
         p_monitor_url=config.monitor_url or None,
         p_monitor_secret=config.monitor_secret,
     )
-    stats = DeliveryStats(claimed=len(messages))
-    if not messages:
+    stats = DeliveryStats(claimed=len(claimed))
+    if not claimed:
         return stats
+    messages, undeliverable = _decode(claimed)
+    if undeliverable:
+        _dead_letter(conn, worker_id, undeliverable, stats)
     with _resources(config, client, executor) as (http, pool):
         outcomes = list(pool.map(lambda m: _post(http, m), messages))
     done = [(m, o) for m, o in zip(messages, outcomes, strict=True) if o.ok]
@@ -335,6 +341,46 @@ def deliver_batch(
             )
     stats.seconds = time.monotonic() - started
     return stats
+
+
+def _decode(claimed: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], str]]]:
+    """The claimed messages with their payload decoded, and those that cannot be sent with why."""
+    messages: list[dict[str, Any]] = []
+    undeliverable: list[tuple[dict[str, Any], str]] = []
+    for m in claimed:
+        try:
+            decoded = {**m, "payload": json.loads(m["payload"])}
+            message_body(decoded)
+        except RecursionError:
+            undeliverable.append((m, "payload is nested too deeply to encode; not retried"))
+        except (TypeError, ValueError) as exc:
+            undeliverable.append((m, f"payload cannot be encoded ({exc}); not retried"[:_MAX_ERROR_CHARS]))
+        else:
+            messages.append(decoded)
+    return messages, undeliverable
+
+
+def _dead_letter(
+    conn: psycopg.Connection[Any], worker_id: str, undeliverable: list[tuple[dict[str, Any], str]], stats: DeliveryStats
+) -> None:
+    """Dead-letters at once what no retry can deliver (with an alert, as any dead letter)."""
+    rows = db.rows(
+        conn,
+        "cortex.mark_undeliverable",
+        p_worker=worker_id,
+        p_tenant_ids=db.typed([m["tenant_id"] for m, _ in undeliverable], "uuid[]"),
+        p_ids=db.typed([m["id"] for m, _ in undeliverable], "bigint[]"),
+        p_errors=db.typed([error for _, error in undeliverable], "text[]"),
+    )
+    dead = {(str(r["tenant_id"]), r["id"]) for r in rows}
+    for m, error in undeliverable:
+        if (str(m["tenant_id"]), m["id"]) in dead:
+            stats.dead += 1
+        else:
+            stats.lost += 1
+        log.warning(
+            "webhook id=%s event=%s recipient=%s outcome=dead error=%s", m["id"], m["event"], m["recipient"], error
+        )
 
 
 def _due(conn: psycopg.Connection[Any]) -> bool:
@@ -419,6 +465,13 @@ def run_delivery(
                 if once:
                     raise
                 log.error("database unavailable (%s); reconnecting in %.0f s", str(exc).strip(), backoff)
+                stop.wait(backoff)
+                backoff = min(backoff * 2, 30.0)
+            except Exception:
+                # Nothing a round meets may end delivery for every tenant: log, pause, go on.
+                if once:
+                    raise
+                log.exception("webhook delivery round failed; going on in %.0f s", backoff)
                 stop.wait(backoff)
                 backoff = min(backoff * 2, 30.0)
     log.info(

@@ -44,7 +44,7 @@ async def budget_check(call: Call) -> Reply:
 
 @router.route(
     "POST", "", name="record_usage", summary="Record a model call against the agent's daily budget",
-    responses={201: UsageRecorded}, body=UsageRecord, errors=(429,),
+    responses={201: UsageRecorded}, body=UsageRecord, errors=(404, 429),
     description="Over the daily budget the call is refused with 429 and Retry-After (seconds to the "
     "tenant's midnight); the refusal is recorded (budget_exceeded=true) and the monitor notified.",
 )  # fmt: skip
