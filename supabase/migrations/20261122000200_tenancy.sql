@@ -149,15 +149,33 @@ comment on function cortex.current_agent() is 'Agent name of the caller, from th
 
 create or replace function cortex.require_tenant() returns uuid
 language plpgsql stable set search_path = '' as $$
-declare t uuid := cortex.current_tenant();
+declare
+  t uuid := cortex.current_tenant();
+  a text;
 begin
   if t is null then
     raise exception 'no tenant in the request claims'
       using errcode = '28000', hint = 'authenticate with an agent key or a JWT carrying tenant_id and agent';
   end if;
+  -- The agent claim must name a known, enabled agent of the tenant (a signed JWT may name anyone).
+  -- One primary-key lookup per transaction and claims: the answer is remembered in a
+  -- transaction-local setting, so the guards of one request look the agent up once.
+  a := cortex.current_agent();
+  if pg_catalog.current_setting('cortex.caller_checked', true) is distinct from t::text || '/' || a then
+    if a is null then
+      raise exception 'no agent in the request claims'
+        using errcode = '28000', hint = 'authenticate with an agent key or a JWT carrying tenant_id and agent';
+    end if;
+    if not exists (select from cortex.agents ag where ag.tenant_id = t and ag.name = a and ag.enabled) then
+      raise exception 'unknown or disabled agent "%"', left(a, 100)
+        using errcode = '28000', column = 'agent', hint = 'the agent claim must name an enabled agent of the tenant';
+    end if;
+    perform pg_catalog.set_config('cortex.caller_checked', t::text || '/' || a, true);
+  end if;
   return t;
 end $$;
-comment on function cortex.require_tenant() is 'Tenant of the caller, or SQLSTATE 28000 when the request carries none.';
+comment on function cortex.require_tenant() is
+  'Tenant of the caller, or SQLSTATE 28000 when the request carries none, or no agent, or an agent claim that is not an enabled agent of the tenant (looked up once per transaction and claims).';
 
 -- Security definer so that RLS-restricted callers can ask about their own agent row;
 -- it answers only for the caller's own tenant and agent.
@@ -246,10 +264,11 @@ begin
       using errcode = '42501', column = 'tenant_id',
             hint = 'an API caller only ever works on the tenant of its claims';
   end if;
+  perform cortex.require_tenant();  -- and a known, enabled agent (once per transaction)
   return cortex.is_api_caller();
 end $$;
 comment on function cortex.guard_tenant(uuid) is
-  'The one tenant guard of every function that takes a tenant id. An API caller (cortex.is_api_caller) needs a tenant claim (else SQLSTATE 28000) equal to p_tenant_id (else 42501); a caller with a tenant claim is held to it whatever its role; the owner or worker without claims passes. Returns true when the caller is an API caller, so the function applies the public functions'' rules too (cortex.guard_writer, cortex.guard_acting_agent).';
+  'The one tenant guard of every function that takes a tenant id. An API caller (cortex.is_api_caller) needs a tenant claim (else SQLSTATE 28000) equal to p_tenant_id (else 42501) and an agent claim naming an enabled agent of it (cortex.require_tenant, else 28000); a caller with a tenant claim is held to it whatever its role; the owner or worker without claims passes. Returns true when the caller is an API caller, so the function applies the public functions'' rules too (cortex.guard_writer, cortex.guard_acting_agent).';
 
 create or replace function cortex.guard_writer(p_tenant_id uuid) returns boolean
 language plpgsql stable set search_path = '' as $$
