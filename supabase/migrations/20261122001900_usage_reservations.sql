@@ -26,6 +26,14 @@
 -- No write is refused or lost on the budget's account; the 429 stays for callers who ask to spend
 -- (public.record_usage).
 
+create or replace function cortex.reservation_actions() returns text[]
+language sql immutable parallel safe set search_path = '' as $$
+  select array['proceed', 'use_haiku', 'defer', 'local']
+$$;
+comment on function cortex.reservation_actions() is
+  'What cortex.reserve_tokens tells Cortex to do: proceed (the agent''s model), use_haiku (the cheaper model), defer (queue the work for the tenant''s midnight; nothing is reserved), local (over budget: the local generator, marked).';
+grant execute on function cortex.reservation_actions() to authenticated, service_role;
+
 create table cortex.token_reservations (
   tenant_id uuid not null references cortex.tenants (id) on delete cascade,
   id uuid not null default gen_random_uuid(),
@@ -33,7 +41,7 @@ create table cortex.token_reservations (
   day date not null,
   operation text not null,
   -- proceed | use_haiku | local (a local reservation holds 0 tokens; it marks the call it settles).
-  action text not null check (action in ('proceed', 'use_haiku', 'local')),
+  action text not null check (action = any (cortex.reservation_actions()) and action <> 'defer'),
   estimated_tokens bigint not null check (estimated_tokens >= 0),
   contact_id uuid,
   created_at timestamptz not null default now(),
