@@ -285,7 +285,13 @@ def variants() -> list[Variant]:
         ),
         Variant("GET", "/health", "GET /health", lambda d, _: [("GET", "/health", "", "")]),
         Variant("GET", "/health/ready", "GET /health/ready", lambda d, _: [("GET", "/health/ready", "", "")]),
-        Variant("GET", "/health/deep", "GET /health/deep", lambda d, _: [("GET", "/health/deep", "", "")]),
+        Variant(
+            "GET",
+            "/health/deep",
+            "GET /health/deep",
+            # Operators only (an admin agent's key); the model's answer is cached 60 s per process.
+            lambda d, _: [("GET", "/health/deep", auth(d, _tenants(d)[0], "system"), "")],
+        ),
         Variant(
             "GET", f"{P}/openapi.json", "GET /api/v1/openapi.json", lambda d, _: [("GET", f"{P}/openapi.json", "", "")]
         ),

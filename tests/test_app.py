@@ -114,10 +114,12 @@ def test_ready_and_deep_answer_503_when_the_database_is_unreachable(
 ) -> None:
     cortex_db.close_pool()
     monkeypatch.setenv("DATABASE_URL", dsn_for(f"cortex_absent_{uuid.uuid4().hex[:8]}"))
+    monkeypatch.setenv("CORTEX_SERVICE_KEY", SERVICE_KEY)
     monkeypatch.setattr(health, "READY_TIMEOUT_SECONDS", 0.5)
     get_settings.cache_clear()
-    for path in ("/health/ready", "/health/deep"):
-        response = client.get(path)
+    operator = {**bearer(SERVICE_KEY), "X-Tenant-ID": str(uuid.uuid4())}
+    for path, headers in (("/health/ready", {}), ("/health/deep", operator)):
+        response = client.get(path, headers=headers)
         assert response.status_code == 503
         body = body_of(response)
         assert body["status"] == "unavailable" and body["database"] == "unreachable"
@@ -140,27 +142,66 @@ def test_an_unreachable_database_fails_fast_with_503_while_health_still_answers(
     assert client.get("/health").status_code == 200
 
 
-def test_deep_reports_the_local_model_when_no_claude_key_is_set(client: TestClient) -> None:
-    response = client.get("/health/deep")
+@pytest.fixture
+def operator(tenant: Tenant, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """The service key's headers for the first tenant, and an empty deep-check cache."""
+    monkeypatch.setenv("CORTEX_SERVICE_KEY", SERVICE_KEY)
+    get_settings.cache_clear()
+    health.clear_deep_cache()
+    yield {**bearer(SERVICE_KEY), "X-Tenant-ID": tenant.id}
+    health.clear_deep_cache()
+
+
+def test_deep_reports_the_local_model_when_no_claude_key_is_set(client: TestClient, operator: dict[str, str]) -> None:
+    response = client.get("/health/deep", headers=operator)
     body = HealthDeep.model_validate(body_of(response))
     assert response.status_code == 200
     assert body.llm == "local" and body.llm_model == "local-summariser-v1"
 
 
 def test_deep_asks_claude_for_one_token_and_answers_503_when_it_fails(
-    client: TestClient, claude: FakeAnthropic
+    client: TestClient, claude: FakeAnthropic, operator: dict[str, str]
 ) -> None:
-    ok = client.get("/health/deep")
+    ok = client.get("/health/deep", headers=operator)
     assert ok.status_code == 200
     assert body_of(ok)["llm"] == "ok"
     assert claude.requests[0]["max_tokens"] == 1
     assert claude.requests[0]["model"] == get_settings().summary_model
     claude.always_fail = True
-    failed = client.get("/health/deep")
+    health.clear_deep_cache()
+    failed = client.get("/health/deep", headers=operator)
     assert failed.status_code == 503
     body = body_of(failed)
     assert body["llm"] == "error" and "529" in body["llm_error"]
     assert body["database"] == "ok"
+
+
+def test_deep_needs_the_service_key_or_an_admin_and_makes_no_model_call_otherwise(
+    client: TestClient, claude: FakeAnthropic, tenant: Tenant, operator: dict[str, str]
+) -> None:
+    anonymous = client.get("/health/deep")
+    assert anonymous.status_code == 401
+    assert client.get("/api/v1/health/deep").status_code == 401
+    agent = client.get("/health/deep", headers=bearer(tenant.keys["luna"]))
+    assert agent.status_code == 403 and error_of(agent)["code"] == "insufficient_privilege"
+    assert claude.requests == []
+
+
+def test_deep_records_its_call_for_the_caller_and_answers_from_a_cache_for_a_minute(
+    client: TestClient, claude: FakeAnthropic, tenant: Tenant, operator: dict[str, str], admin: Admin
+) -> None:
+    for _ in range(3):
+        response = client.get("/health/deep", headers=operator)
+        assert response.status_code == 200 and body_of(response)["llm"] == "ok"
+    assert len(claude.requests) == 1
+    assert body_of(response)["llm_cached"] is True
+    rows = admin.execute(
+        "select agent, model, operation, input_tokens, output_tokens from cortex.token_usage where tenant_id = %s",
+        (tenant.id,),
+    ).fetchall()
+    assert len(rows) == 1
+    assert rows[0]["agent"] == "system" and rows[0]["operation"] == "health_check"
+    assert rows[0]["model"] == get_settings().summary_model and rows[0]["output_tokens"] >= 1
 
 
 def test_request_id_is_echoed_when_given_and_generated_otherwise(client: TestClient) -> None:

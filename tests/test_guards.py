@@ -45,6 +45,9 @@ def world(tenant: Tenant, as_agent: AsAgent, admin: Any, contact: dict[str, Any]
         call(conn, "record_usage", model="haiku", operation="write_email", input_tokens=70, output_tokens=30)
         call(conn, "refresh_context", contact_id=contact["id"], context={"summary": "Buys lids."})
         pending = call(conn, "log_interaction", contact_id=contact["id"], type="note", subject="queued")
+        call(
+            conn, "cortex.reserve_tokens", p_tenant_id=tenant.id, p_agent="luna", p_operation="probe", p_input_tokens=9
+        )
     admin.execute(
         "insert into cortex.alerts (tenant_id, kind, message) values (%s, 'probe', 'probe alert')", (tenant.id,)
     )
@@ -145,6 +148,13 @@ DEFINERS: dict[str, tuple[str, str]] = {
         "select cortex.record_handoff_on_context(%(t)s, %(c)s, %(h)s, 'forged', '{}')",
         "28000",
     ),
+    "caller_agent_enabled": ("select cortex.caller_agent_enabled()", "false"),
+    "reserve_tokens": ("select cortex.reserve_tokens(%(t)s, 'luna', 'probe', 1)", "28000"),
+    "settle_reservation": (
+        """select cortex.settle_reservation(%(t)s, gen_random_uuid(), '{"model": "haiku", "input_tokens": 1}')""",
+        "28000",
+    ),
+    "postpone_interaction_summary": ("select cortex.postpone_interaction_summary(%(t)s, %(i)s, now())", "28000"),
 }
 # Those that take a tenant id: a caller of another tenant is refused with 42501.
 TAKES_TENANT = sorted(k for k, (q, _) in DEFINERS.items() if "%(t)s" in q)
@@ -213,6 +223,9 @@ HELIOS_WRITES = [
     "record_context_failure",
     "notify",
     "record_handoff_on_context",
+    "reserve_tokens",
+    "settle_reservation",
+    "postpone_interaction_summary",
 ]
 
 

@@ -267,7 +267,9 @@ def test_model_failure_falls_back_to_the_sql_briefing_and_still_hands_off(
     assert len(claude.requests) == 1
     assert result["context_summary"].startswith("Anna is handing John Smith (Acme Corp) to jasper — complex question")
     assert result["suggested_action"] == "Call them"
-    assert admin.execute("select count(*) as n from cortex.token_usage").fetchone()["n"] == 0
+    # The failed call is recorded with what the API reported (nothing: 0 tokens) and its error.
+    usage = admin.execute("select total_tokens, metadata from cortex.token_usage").fetchall()
+    assert len(usage) == 1 and usage[0]["total_tokens"] == 0 and "500" in usage[0]["metadata"]["error"]
     assert (
         admin.execute("select owner_agent from cortex.contacts where id = %s", (contact["id"],)).fetchone()[
             "owner_agent"

@@ -13,6 +13,7 @@ from cortex import llm
 from cortex.contacts import models as contacts
 from cortex.handoffs import models as handoffs
 from cortex.interactions import models as interactions
+from cortex.usage import budget
 from cortex.usage import models as usage
 from tests.conftest import Tenant
 
@@ -29,6 +30,7 @@ PARITY: dict[str, Any] = {
     "handoff_statuses": handoffs.HandoffStatus,
     "usage_periods": usage.UsageSummaryQuery.model_fields["period"].annotation,
     "budget_recommendations": usage.BudgetCheck.model_fields["recommendation"].annotation,
+    "reservation_actions": budget.Action,
 }
 # Vocabularies with no Python Literal (yet): still defined once in SQL and used by their CHECKs.
 SQL_ONLY = ("agent_roles", "queue_statuses", "alert_severities", "outbox_statuses")
@@ -48,6 +50,7 @@ CHECKED_BY: dict[str, tuple[str, str]] = {
     "queue_statuses": ("jobs", "status"),
     "alert_severities": ("alerts", "severity"),
     "outbox_statuses": ("outbox", "status"),
+    "reservation_actions": ("token_reservations", "action"),
 }
 
 

@@ -84,7 +84,7 @@ select count(*) as agents from (
 -- The keys are shown once; the benchmark keeps them here to call the HTTP API.
 create table bench.agent_keys as
 select t.id as tenant_id, t.slug, t.n as tenant_n, a.name as agent, cortex.create_agent_key(t.id, a.name, 'bench') as key
-from bench.tenant_plan t cross join (values ('luna'), ('mia'), ('anna'), ('jasper'), ('helios')) a(name);
+from bench.tenant_plan t cross join (values ('luna'), ('mia'), ('anna'), ('jasper'), ('helios'), ('system')) a(name);
 alter table bench.agent_keys add primary key (tenant_id, agent);
 
 -- Phrase lists -------------------------------------------------------------------------------

@@ -147,6 +147,18 @@ begin
 end $$;
 comment on function cortex.current_agent() is 'Agent name of the caller, from the agent claim (top level or app_metadata).';
 
+-- Definer, so the lookup skips the agents table's RLS policy (half the cost); it answers only
+-- about the caller's own claims, so it tells nothing about other tenants.
+create or replace function cortex.caller_agent_enabled() returns boolean
+language plpgsql stable security definer set search_path = '' as $$
+begin
+  return exists (select from cortex.agents ag
+                 where ag.tenant_id = cortex.current_tenant() and ag.name = cortex.current_agent() and ag.enabled);
+end $$;
+comment on function cortex.caller_agent_enabled() is
+  'True when the request''s claims name an enabled agent of the claimed tenant (one primary-key lookup); false without claims.';
+revoke execute on function cortex.caller_agent_enabled() from public, anon;
+
 create or replace function cortex.require_tenant() returns uuid
 language plpgsql stable set search_path = '' as $$
 declare t uuid := cortex.current_tenant();
@@ -155,9 +167,16 @@ begin
     raise exception 'no tenant in the request claims'
       using errcode = '28000', hint = 'authenticate with an agent key or a JWT carrying tenant_id and agent';
   end if;
+  -- The agent claim must name a known, enabled agent of the tenant (a signed JWT may name anyone).
+  if not cortex.caller_agent_enabled() then
+    raise exception 'unknown or disabled agent "%"', left(coalesce(cortex.current_agent(), ''), 100)
+      using errcode = '28000', column = 'agent',
+            hint = 'the agent claim must name an enabled agent of the tenant';
+  end if;
   return t;
 end $$;
-comment on function cortex.require_tenant() is 'Tenant of the caller, or SQLSTATE 28000 when the request carries none.';
+comment on function cortex.require_tenant() is
+  'Tenant of the caller, or SQLSTATE 28000 when the request carries none, or no agent, or an agent claim that is not an enabled agent of the tenant (cortex.caller_agent_enabled).';
 
 -- Security definer so that RLS-restricted callers can ask about their own agent row;
 -- it answers only for the caller's own tenant and agent.
@@ -246,10 +265,11 @@ begin
       using errcode = '42501', column = 'tenant_id',
             hint = 'an API caller only ever works on the tenant of its claims';
   end if;
+  perform cortex.require_tenant();  -- and a known, enabled agent
   return cortex.is_api_caller();
 end $$;
 comment on function cortex.guard_tenant(uuid) is
-  'The one tenant guard of every function that takes a tenant id. An API caller (cortex.is_api_caller) needs a tenant claim (else SQLSTATE 28000) equal to p_tenant_id (else 42501); a caller with a tenant claim is held to it whatever its role; the owner or worker without claims passes. Returns true when the caller is an API caller, so the function applies the public functions'' rules too (cortex.guard_writer, cortex.guard_acting_agent).';
+  'The one tenant guard of every function that takes a tenant id. An API caller (cortex.is_api_caller) needs a tenant claim (else SQLSTATE 28000) equal to p_tenant_id (else 42501) and an agent claim naming an enabled agent of it (cortex.require_tenant, else 28000); a caller with a tenant claim is held to it whatever its role; the owner or worker without claims passes. Returns true when the caller is an API caller, so the function applies the public functions'' rules too (cortex.guard_writer, cortex.guard_acting_agent).';
 
 create or replace function cortex.guard_writer(p_tenant_id uuid) returns boolean
 language plpgsql stable set search_path = '' as $$
@@ -286,7 +306,7 @@ comment on function cortex.guard_acting_agent(uuid, text, text) is
   'cortex.guard_tenant, and for an API caller: p_agent must be the calling agent unless the caller is an admin (SQLSTATE 42501 naming p_field).';
 
 grant execute on function cortex.jwt_claims(), cortex.current_tenant(), cortex.current_agent(),
-  cortex.require_tenant(), cortex.require_writer(), cortex.agent_can_write(), cortex.caller_role(),
+  cortex.require_tenant(), cortex.caller_agent_enabled(), cortex.require_writer(), cortex.agent_can_write(), cortex.caller_role(),
   cortex.is_api_caller(), cortex.guard_tenant(uuid), cortex.guard_writer(uuid), cortex.caller_is_admin(),
   cortex.guard_acting_agent(uuid, text, text) to authenticated, service_role;
 

@@ -69,7 +69,9 @@ create or replace function cortex.record_token_usage(
   p_contact_id uuid default null, p_interaction_id uuid default null, p_budget_exceeded boolean default false
 ) returns jsonb
 language plpgsql volatile security definer set search_path = '' as $$
-declare v_cost numeric;
+declare
+  v_cost numeric;
+  v_id uuid;
 begin
   -- Same rules as public.record_usage: a writing agent of the tenant, for itself (admins for anyone).
   if cortex.guard_writer(p_tenant_id) then
@@ -84,7 +86,10 @@ begin
   insert into cortex.token_usage (tenant_id, agent, model, operation, input_tokens, output_tokens, cost_usd,
                                   contact_id, interaction_id, budget_exceeded)
   values (p_tenant_id, p_agent, p_model, p_operation, p_input_tokens, p_output_tokens, v_cost,
-          p_contact_id, p_interaction_id, coalesce(p_budget_exceeded, false));
+          p_contact_id, p_interaction_id, coalesce(p_budget_exceeded, false))
+  returning id into v_id;
+  -- The row cortex.settle_reservation (20261122001900) attaches a model call's reservation to.
+  perform pg_catalog.set_config('cortex.last_usage_id', v_id::text, true);
   return jsonb_build_object('model', p_model, 'input_tokens', p_input_tokens, 'output_tokens', p_output_tokens,
                             'cost_usd', v_cost);
 end $$;

@@ -590,7 +590,8 @@ begin
            'refresh_queued', false)
     into v_result
     from cortex.context_levels l
-    where l.tenant_id = cortex.current_tenant() and l.contact_id = get_context.contact_id;
+    -- require_tenant: also a known, enabled agent (the unknown-agent JWT reads nothing).
+    where l.tenant_id = cortex.require_tenant() and l.contact_id = get_context.contact_id;
     if v_result is not null then
       if (v_result ->> 'is_stale')::boolean and not exists (
           select from cortex.jobs j where j.tenant_id = cortex.current_tenant() and j.kind = 'generate_context'

@@ -15,6 +15,8 @@ from dataclasses import asdict
 from typing import Any
 
 from cortex import db, llm
+from cortex.llm import prompts
+from cortex.usage import budget
 
 Claims = Mapping[str, Any]
 
@@ -41,17 +43,26 @@ def create_handoff(claims: Claims, **fields: Any) -> dict[str, Any]:
         k: db.Jsonb(v) if k in _JSON_FIELDS and v is not None and not isinstance(v, db.Jsonb) else v
         for k, v in fields.items()
     }
-    if _blank(fields.get("context_summary")):
-        fields = {k: v for k, v in fields.items() if k != "context_summary"}
-        fields = _with_generated_summary(claims, fields)
+    if not _blank(fields.get("context_summary")):
+        with db.as_caller(claims) as conn:
+            given: dict[str, Any] = db.call(conn, "create_handoff", **fields)
+        return given
+    fields = {k: v for k, v in fields.items() if k != "context_summary"}
+    fields, plan, usage = _with_generated_summary(claims, fields)
     with db.as_caller(claims) as conn:
         result: dict[str, Any] = db.call(conn, "create_handoff", **fields)
+        if plan is not None:
+            budget.settle(conn, plan, usage, contact_id=str(fields["contact_id"]))
     return result
 
 
-def _with_generated_summary(claims: Claims, fields: dict[str, Any]) -> dict[str, Any]:
-    """The fields plus a generated briefing and its usage; unchanged when the model fails (SQL
-    then assembles its fallback briefing)."""
+def _with_generated_summary(
+    claims: Claims, fields: dict[str, Any]
+) -> tuple[dict[str, Any], budget.Plan | None, llm.Usage | dict[str, Any] | None]:
+    """The fields plus a generated briefing and its usage, with the budget's plan and the usage
+    to settle it with; the fields unchanged when the model fails (SQL then assembles its
+    fallback briefing). The request is checked before the model is asked."""
+    tenant_id = str(claims.get("tenant_id"))
     with db.as_caller(claims) as conn:
         from_agent: str = db.call(
             conn,
@@ -64,23 +75,38 @@ def _with_generated_summary(claims: Claims, fields: dict[str, Any]) -> dict[str,
             p_urgency=db.typed(fields.get("urgency"), "text"),
             **{f"p_{name}": fields.get(name) for name in _CHECKED_OPTIONAL},
         )
-        material = db.call(
-            conn, "cortex.context_material", p_tenant_id=claims.get("tenant_id"), p_contact_id=fields["contact_id"]
+        material = db.call(conn, "cortex.context_material", p_tenant_id=tenant_id, p_contact_id=fields["contact_id"])
+        to_party = fields.get("to_agent") or fields.get("to_human_id")
+        prompt = prompts.handoff_prompt(from_agent, to_party, fields["reason"], fields.get("reason_detail"), material)
+        # A briefing cannot wait for the budget to reset: defer becomes the cheaper model.
+        plan = budget.reserve(
+            conn,
+            tenant_id,
+            from_agent,
+            "handoff_summary",
+            budget.estimate(prompt),
+            contact_id=str(fields["contact_id"]),
         )
-    to_party = fields.get("to_agent") or fields.get("to_human_id")
     try:
         briefing, usage = llm.generate_handoff_summary(
-            from_agent, to_party, fields["reason"], fields.get("reason_detail"), material
+            from_agent, to_party, fields["reason"], fields.get("reason_detail"), material, **plan.llm_args()
         )
-    except llm.LLMError:
-        return fields
+    except llm.LLMError as exc:
+        return fields, plan, budget.failed_usage(plan, exc)
     extra: dict[str, Any] = {
         "context_summary": briefing.context_summary,
         "usage": db.Jsonb({**asdict(usage), "operation": "handoff_summary"}),
     }
     if _blank(fields.get("suggested_action")) and briefing.suggested_action:
         extra["suggested_action"] = briefing.suggested_action
-    return {**fields, **extra}
+    if plan.local:
+        # Over budget: the local generator wrote the briefing; the handoff says so.
+        metadata = fields.get("metadata")
+        base = metadata.obj if isinstance(metadata, db.Jsonb) else metadata
+        if base is None or isinstance(base, dict):
+            extra["metadata"] = db.Jsonb({**(base or {}), "briefing": {"model": usage.model, "generated_by": "local",
+                                                                      "reason": "budget"}})  # fmt: skip
+    return {**fields, **extra}, plan, usage
 
 
 def get_handoff(claims: Claims, handoff_id: str) -> dict[str, Any]:

@@ -66,30 +66,44 @@ def summarise_interaction(
     subject: str | None,
     raw_content: str | None,
     settings: Settings | None = None,
+    *,
+    model: str | None = None,
+    max_tokens: int | None = None,
+    local: bool = False,
 ) -> tuple[InteractionAnalysis, Usage]:
     """Summarise one interaction: 1-2 sentence summary, key points, sentiment and intent.
 
-    Raises `LLMError` when the remote model fails or answers off-schema.
+    `model` and `max_tokens` override the settings (the budget's choice, `cortex.usage.budget`);
+    `local` asks for the local generator even with a key. Raises `LLMError` when the remote
+    model fails or answers off-schema.
     """
     settings = settings or get_settings()
     prompt = prompts.interaction_summary_prompt(interaction_type, subject, raw_content)
-    if not settings.use_remote_llm:
+    if local or not settings.use_remote_llm:
         result = offline.analyse_interaction(interaction_type, subject, raw_content)
         return result, _local_usage(settings, prompt, result, "summarize")
-    return _remote(settings, settings.summary_model, prompt, InteractionAnalysis, "summarize")
+    return _remote(settings, model or settings.summary_model, prompt, InteractionAnalysis, "summarize", max_tokens)
 
 
-def generate_context(material: Mapping[str, Any], settings: Settings | None = None) -> tuple[GeneratedContext, Usage]:
+def generate_context(
+    material: Mapping[str, Any],
+    settings: Settings | None = None,
+    *,
+    model: str | None = None,
+    max_tokens: int | None = None,
+    local: bool = False,
+) -> tuple[GeneratedContext, Usage]:
     """Generate a contact's working-context briefing from its material (see `cortex.prompts`).
 
-    Raises `LLMError` when the remote model fails or answers off-schema.
+    `model`, `max_tokens` and `local` as for `summarise_interaction`. Raises `LLMError` when the
+    remote model fails or answers off-schema.
     """
     settings = settings or get_settings()
     prompt = prompts.context_prompt(material)
-    if not settings.use_remote_llm:
+    if local or not settings.use_remote_llm:
         result = offline.generate_context(material)
         return result, _local_usage(settings, prompt, result, "generate_context")
-    return _remote(settings, settings.context_model, prompt, GeneratedContext, "generate_context")
+    return _remote(settings, model or settings.context_model, prompt, GeneratedContext, "generate_context", max_tokens)
 
 
 def generate_handoff_summary(
@@ -99,17 +113,22 @@ def generate_handoff_summary(
     reason_detail: str | None,
     material: Mapping[str, Any],
     settings: Settings | None = None,
+    *,
+    model: str | None = None,
+    max_tokens: int | None = None,
+    local: bool = False,
 ) -> tuple[HandoffSummary, Usage]:
     """Write the briefing for a handoff from `from_agent` to `to_party` (an agent or a human).
 
-    Raises `LLMError` when the remote model fails or answers off-schema.
+    `model`, `max_tokens` and `local` as for `summarise_interaction`. Raises `LLMError` when the
+    remote model fails or answers off-schema.
     """
     settings = settings or get_settings()
     prompt = prompts.handoff_prompt(from_agent, to_party, reason, reason_detail, material)
-    if not settings.use_remote_llm:
+    if local or not settings.use_remote_llm:
         result = offline.generate_handoff_summary(from_agent, to_party, reason, reason_detail, material)
         return result, _local_usage(settings, prompt, result, "handoff_summary")
-    return _remote(settings, settings.context_model, prompt, HandoffSummary, "handoff_summary")
+    return _remote(settings, model or settings.context_model, prompt, HandoffSummary, "handoff_summary", max_tokens)
 
 
 # --- local path ------------------------------------------------------------------------------
@@ -149,12 +168,17 @@ def _client(settings: Settings) -> anthropic.Anthropic:
 
 
 def _remote(
-    settings: Settings, model: str, prompt: str, result_type: type[_ResultT], operation: Operation
+    settings: Settings,
+    model: str,
+    prompt: str,
+    result_type: type[_ResultT],
+    operation: Operation,
+    max_tokens: int | None = None,
 ) -> tuple[_ResultT, Usage]:
     try:
         response = _client(settings).messages.create(
             model=model,
-            max_tokens=_MAX_TOKENS[operation],
+            max_tokens=max_tokens or _MAX_TOKENS[operation],
             messages=[{"role": "user", "content": prompt}],
         )
     except anthropic.APITimeoutError as exc:
@@ -173,22 +197,24 @@ def _remote(
     except anthropic.AnthropicError as exc:
         raise LLMError(f"{operation}: Claude request failed: {type(exc).__name__}: {exc}") from exc
 
-    text = "".join(block.text for block in response.content if block.type == "text")
-    try:
-        payload = extract_json_object(text)
-        result = result_type.model_validate(payload)
-    except (ValueError, ValidationError) as exc:
-        # A sampled answer may be malformed once and fine the next time, so this may be retried.
-        raise LLMError(
-            f"{operation}: Claude's answer does not match the {result_type.__name__} schema: {exc}",
-            retryable=True,
-        ) from exc
     usage = Usage(
         model=response.model or model,
         input_tokens=response.usage.input_tokens,
         output_tokens=response.usage.output_tokens,
         operation=operation,
     )
+    text = "".join(block.text for block in response.content if block.type == "text")
+    try:
+        payload = extract_json_object(text)
+        result = result_type.model_validate(payload)
+    except (ValueError, ValidationError) as exc:
+        # A sampled answer may be malformed once and fine the next time, so this may be retried.
+        # The tokens were spent all the same: the error carries them, to be recorded.
+        raise LLMError(
+            f"{operation}: Claude's answer does not match the {result_type.__name__} schema: {exc}",
+            retryable=True,
+            usage=usage,
+        ) from exc
     return result, usage
 
 

@@ -32,11 +32,15 @@ class LLMError(Exception):
     `retryable` tells a job queue whether trying again later can help: yes for overload, rate
     limit, timeout, connection and server errors, and for malformed answers (sampling may do
     better next time); no for client errors such as a bad request or bad credentials.
+
+    `usage` is what the API reported for a call that answered but could not be used (an
+    off-schema answer still consumed tokens); None when no answer came back.
     """
 
-    def __init__(self, message: str, *, retryable: bool = False) -> None:
+    def __init__(self, message: str, *, retryable: bool = False, usage: Usage | None = None) -> None:
         super().__init__(message)
         self.retryable = retryable
+        self.usage = usage
 
 
 class ModelResult(BaseModel):

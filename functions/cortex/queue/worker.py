@@ -32,6 +32,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,16 @@ _LISTEN_CHANNEL = "cortex_jobs"
 
 class UnknownJobKind(Exception):
     """A job whose kind has no handler in this worker (perhaps a newer worker knows it)."""
+
+
+class Deferred(Exception):
+    """Raised by a handler whose work must wait (the budget deferred its model call): the job
+    goes back to the queue until `run_at`, its attempt refunded (cortex.defer_job)."""
+
+    def __init__(self, run_at: datetime, reason: str = "deferred") -> None:
+        super().__init__(f"{reason} until {run_at.isoformat()}")
+        self.run_at = run_at
+        self.reason = reason
 
 
 def register(kind: str) -> Callable[[Handler], Handler]:
@@ -248,16 +259,24 @@ def _run_job(
     started = time.monotonic()
     error: str | None = None
     result: Any = None
+    deferred: Deferred | None = None
     try:
         handler = HANDLERS.get(kind)
         if handler is None:
             raise UnknownJobKind(f"no handler for job kind {kind!r}")
         result = handler(work, tenant_id, dict(job["payload"] or {}))
+    except Deferred as exc:
+        deferred = exc
     except Exception as exc:
         error = describe_error(exc)
     finally:
         beat.release((tenant_id, job_id))
-    if error is None:
+    if deferred is not None:
+        held = db.call(
+            conn, "cortex.defer_job", p_tenant_id=tenant_id, p_id=job_id, p_worker=worker_id, p_run_at=deferred.run_at
+        )
+        outcome = f"deferred to {deferred.run_at.isoformat()} ({deferred.reason})" if held else "lost"
+    elif error is None:
         completed = db.call(
             conn,
             "cortex.complete_job",
@@ -274,7 +293,7 @@ def _run_job(
             or "lost"
         )
     ms = round((time.monotonic() - started) * 1000)
-    level = logging.INFO if outcome == "done" else logging.WARNING
+    level = logging.INFO if outcome == "done" or outcome.startswith("deferred") else logging.WARNING
     log.log(
         level,
         "job kind=%s id=%s tenant=%s attempt=%s/%s outcome=%s ms=%d%s",
