@@ -9,13 +9,19 @@ request: `set local role authenticated` plus the JWT claims GUC.
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
+import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import httpx
 import psycopg
 import pytest
 from functions_framework.aio import create_asgi_app
@@ -214,3 +220,53 @@ def claude(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAnthropic]:
         get_settings.cache_clear()
         yield fake
     get_settings.cache_clear()
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def running_server(command: Sequence[str], port: int, env: dict[str, str], log_path: Path) -> Iterator[str]:
+    """Runs a server process (`command`, listening on `port`) until /health answers; its base URL.
+    Stopped with SIGTERM (then SIGKILL) on exit; its output goes to `log_path`."""
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(list(command), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert proc.poll() is None, log_path.read_text()
+                assert time.monotonic() < deadline, "server did not start within 30 s"
+                time.sleep(0.2)
+            yield base
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+@contextmanager
+def cortex_serve(dsn: str, log_path: Path, **extra_env: str) -> Iterator[str]:
+    """`cortex serve` with two workers on a free loopback port against `dsn`; its base URL."""
+    port = free_port()
+    env = {**os.environ, "DATABASE_URL": dsn, **extra_env}
+    env.pop("ANTHROPIC_API_KEY", None)
+    cortex = Path(sys.executable).parent / "cortex"
+    command = [str(cortex), "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "2"]
+    with running_server(command, port, env, log_path) as base:
+        yield base

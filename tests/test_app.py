@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
-import subprocess
 import sys
 import time
 import uuid
@@ -35,7 +33,7 @@ from cortex.health import HealthDeep, HealthReady
 from cortex.interactions.models import InteractionList, InteractionLogged, InteractionType
 from cortex.llm import Intent, Sentiment
 from tests.api_helpers import bearer, body_of, error_of
-from tests.conftest import Tenant, dsn_for
+from tests.conftest import Tenant, dsn_for, free_port, running_server
 from tests.fake_anthropic import FakeAnthropic
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -1092,38 +1090,26 @@ def test_every_documented_response_model_validates_what_the_api_returns(client: 
 # --- the real server --------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.slow
 def test_functions_framework_serves_the_api_over_http(dsn: str, tenant: Tenant, tmp_path: Path) -> None:
-    port = _free_port()
+    # The framework's own command in its ASGI mode, as a deployment without `cortex serve` runs it.
+    port = free_port()
     binary = Path(sys.executable).parent / "functions-framework"
     env = {**os.environ, "DATABASE_URL": dsn}
     env.pop("ANTHROPIC_API_KEY", None)
-    stderr = (tmp_path / "server.log").open("wb")
-    proc = subprocess.Popen(
-        [str(binary), "--asgi", "--source", str(MAIN), "--target", "api", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=stderr,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, (tmp_path / "server.log").read_text()
-            assert time.monotonic() < deadline, "server did not start within 30 s"
-            time.sleep(0.2)
+    command = [
+        str(binary),
+        "--asgi",
+        "--source",
+        str(MAIN),
+        "--target",
+        "api",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
+    with running_server(command, port, env, tmp_path / "server.log") as base:
         ready = httpx.get(f"{base}/health/ready", timeout=10)
         assert ready.status_code == 200 and ready.json()["migrations"]["pending"] == []
         key = bearer(tenant.keys["luna"])
@@ -1132,14 +1118,6 @@ def test_functions_framework_serves_the_api_over_http(dsn: str, tenant: Tenant, 
         got = httpx.get(f"{base}{V1}/contacts/{created.json()['id']}", headers=key, timeout=10)
         assert got.status_code == 200 and got.json()["email"] == "wire@acme.com"
         assert httpx.get(f"{base}{V1}/nowhere", timeout=10).json()["error"]["code"] == "route_not_found"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-        stderr.close()
 
 
 def test_the_entry_point_exports_the_dispatcher(app: Starlette) -> None:

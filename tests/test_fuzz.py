@@ -15,16 +15,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
@@ -32,7 +28,7 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance, status_code_conformance
 
 from cortex import db as cortex_db
-from tests.conftest import AsAgent, Tenant
+from tests.conftest import AsAgent, Tenant, cortex_serve
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = int(os.environ.get("CORTEX_FUZZ_EXAMPLES", "25"))
@@ -48,45 +44,12 @@ SEEN: Counter[tuple[str, str]] = Counter()
 SAMPLES: dict[tuple[str, str], str] = {}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def live_server(dsn: str, tmp_path: Path) -> Iterator[str]:
     """`cortex serve` (two workers) on a free loopback port against the test database."""
-    port = _free_port()
-    env = {**os.environ, "DATABASE_URL": dsn}
-    env.pop("ANTHROPIC_API_KEY", None)
     log_path = tmp_path / "server.log"
-    cortex = Path(sys.executable).parent / "cortex"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [str(cortex), "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "2"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        base = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert proc.poll() is None, log_path.read_text()
-                assert time.monotonic() < deadline, "server did not start within 30 s"
-                time.sleep(0.2)
-            yield base
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+    with cortex_serve(dsn, log_path) as base:
+        yield base
     # Anything the server logged as a failure is a finding even when the reply looked fine.
     errors = [line for line in log_path.read_text(errors="replace").splitlines() if "Traceback" in line]
     assert not errors, log_path.read_text(errors="replace")[-5000:]

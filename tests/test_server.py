@@ -3,10 +3,7 @@ workers with Cortex's protocol limits) on a loopback port, driven over raw socke
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import Tenant
+from tests.conftest import Tenant, cortex_serve
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAD_TIMEOUT = 2.0
@@ -22,45 +19,11 @@ HEAD_TIMEOUT = 2.0
 pytestmark = pytest.mark.slow
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def server(dsn: str, tmp_path: Path) -> Iterator[str]:
     """`cortex serve` with two workers on a free port; its base URL."""
-    port = _free_port()
-    env = {**os.environ, "DATABASE_URL": dsn, "CORTEX_HEAD_TIMEOUT": str(HEAD_TIMEOUT)}
-    env.pop("ANTHROPIC_API_KEY", None)
-    log = (tmp_path / "server.log").open("wb")
-    cortex = Path(sys.executable).parent / "cortex"
-    proc = subprocess.Popen(
-        [str(cortex), "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "2"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, (tmp_path / "server.log").read_text()
-            assert time.monotonic() < deadline, "server did not start within 30 s"
-            time.sleep(0.2)
+    with cortex_serve(dsn, tmp_path / "server.log", CORTEX_HEAD_TIMEOUT=str(HEAD_TIMEOUT)) as base:
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-        log.close()
 
 
 def _connect(base: str) -> socket.socket:

@@ -65,7 +65,7 @@ def client(
     rng = random.Random(idx)
     mine: Counter[str] = Counter()
     problems: list[str] = []
-    handoff_ids: list[str] = []
+    handoff_ids: list[tuple[str, str]] = []  # (id, addressee): only the addressee may move it
     while time.monotonic() < deadline:
         contact_id = rng.choice(hot)
         agent = rng.choice(AGENTS)
@@ -87,11 +87,12 @@ def client(
                 if rng.random() < 0.5:
                     fields["context_summary"] = "Hot contact, please take over."
                 made = handoffs.create_handoff(claims, **fields)
-                handoff_ids.append(made["id"])
+                handoff_ids.append((made["id"], to))
             elif roll < 0.75 and handoff_ids:
                 kind = "handoff_move"
                 status = rng.choice(("accepted", "completed", "rejected"))
-                handoffs.update_handoff_status(claims, rng.choice(handoff_ids), status)
+                handoff_id, addressee = rng.choice(handoff_ids)
+                handoffs.update_handoff_status(agent_claims(tenant.id, addressee), handoff_id, status)
             else:
                 kind = "contact_update"
                 patch = {"stage": rng.choice(STAGES), "name": f"Hot Contact {rng.randrange(1000)}"}

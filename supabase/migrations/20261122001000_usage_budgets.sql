@@ -223,6 +223,7 @@ declare
   v_resets timestamptz := (v_day + 1)::timestamp at time zone v_tz;
   v_budget bigint;
   v_used bigint;
+  v_reserved bigint;
   v_after bigint;
   v_recommendation text;
 begin
@@ -233,7 +234,12 @@ begin
   -- The rollup only: at most one row per model the agent used today.
   select coalesce(sum(d.total_tokens), 0) into v_used
   from cortex.usage_daily d where d.tenant_id = p_tenant_id and d.day = v_day and d.agent = p_agent;
-  v_after := v_used + p_estimated_tokens;
+  -- Model calls under way (reserved, not settled, not expired: cortex.token_reservations,
+  -- created in 001900_usage_reservations; plpgsql resolves it when called).
+  select coalesce(sum(r.estimated_tokens), 0) into v_reserved
+  from cortex.token_reservations r
+  where r.tenant_id = p_tenant_id and r.agent = p_agent and r.day = v_day and r.expires_at > clock_timestamp();
+  v_after := v_used + v_reserved + p_estimated_tokens;
   -- Integer comparisons, so a band edge (exactly 80 % or 95 %) is never blurred by rounding.
   v_recommendation := (cortex.budget_recommendations())[case
     when v_after > v_budget then 4
@@ -244,7 +250,8 @@ begin
     'agent', p_agent,
     'daily_budget', v_budget,
     'used_today', v_used,
-    'remaining', greatest(v_budget - v_used, 0),
+    'reserved_tokens', v_reserved,
+    'remaining', greatest(v_budget - v_used - v_reserved, 0),
     'estimated_tokens', p_estimated_tokens,
     'within_budget', v_after <= v_budget,
     'recommendation', v_recommendation,
@@ -258,10 +265,10 @@ begin
     'retry_after_seconds', greatest(ceil(extract(epoch from v_resets - clock_timestamp())), 1)::int);
 end $$;
 comment on function cortex.budget_status(uuid, text, bigint) is
-  'Budget check of an agent for an operation of p_estimated_tokens, read from usage_daily for today in the tenant''s time zone: '
-  '{agent, daily_budget, used_today, remaining, estimated_tokens, within_budget, recommendation, budget_percentage_used, '
+  'Budget check of an agent for an operation of p_estimated_tokens, read from usage_daily and the open reservations (cortex.token_reservations) for today in the tenant''s time zone: '
+  '{agent, daily_budget, used_today, reserved_tokens, remaining, estimated_tokens, within_budget, recommendation, budget_percentage_used, '
   'budget_percentage_after, day, time_zone, resets_at, retry_after_seconds}. Recommendation from the share used after the '
-  'operation: <= 80 % proceed, <= 95 % use_haiku, <= 100 % defer, over 100 % alert_human (within_budget false).';
+  'operation (used + reserved + estimated): <= 80 % proceed, <= 95 % use_haiku, <= 100 % defer, over 100 % alert_human (within_budget false).';
 
 create or replace function cortex.refuse_usage(
   p_tenant_id uuid, p_agent text, p_model text, p_operation text, p_input_tokens int, p_output_tokens int,

@@ -51,21 +51,22 @@ NDJSON_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-l
 def parse_import_body(raw: bytes, content_type: str) -> Any:
     """A JSON array (application/json), or JSON lines (application/x-ndjson): one item per line,
     blank lines skipped but counted, so an item's index is its line number - 1. A line that is not
-    JSON is that item's error; the other lines are still imported."""
+    JSON is that item's error, and so is an item holding NUL (a per-item report, not a 422 for the
+    whole body as on other routes); the other items are still imported."""
     media = content_type.split(";", 1)[0].strip().lower()
     if media not in NDJSON_TYPES:
         data = parse_json(raw)
         if not isinstance(data, list):
             raise CortexError(422, "validation_error", "body: send a JSON array of interactions (or JSON lines "
                               "with Content-Type: application/x-ndjson)", "body")  # fmt: skip
-        return data
+        return [service.unsendable_if_nul(item) for item in data]
     items: list[Any] = []
     for line in raw.split(b"\n"):
         if not line.strip():
             items.append(service.BLANK)
             continue
         try:
-            items.append(parse_json(line))
+            items.append(service.unsendable_if_nul(parse_json(line)))
         except CortexError as exc:
             items.append(service.Unsendable("item", exc.message.replace("request body", "line")))
     while items and items[-1] is service.BLANK:

@@ -183,6 +183,14 @@ def _nul_path(value: Any, path: str) -> str | None:
     return None
 
 
+def unsendable_if_nul(item: Any) -> Any:
+    """The item, or its error when a key or string in it holds NUL (which SQL cannot receive)."""
+    nul = _nul_path(item, "")
+    if nul is None:
+        return item
+    return Unsendable(nul.split(".")[0] or "item", f"{nul} contains a NUL character (U+0000)")
+
+
 def _prepare(items: Sequence[Any]) -> tuple[list[Any], list[int], list[dict[str, Any]], int]:
     """The items SQL can receive, their positions in the batch, the errors found here, and the count
     of items (blank lines excluded)."""
@@ -197,10 +205,9 @@ def _prepare(items: Sequence[Any]) -> tuple[list[Any], list[int], list[dict[str,
         if isinstance(item, Unsendable):
             errors.append({"index": index, "field": item.field, "message": item.message})
             continue
-        nul = _nul_path(item, "")
-        if nul is not None:
-            errors.append({"index": index, "field": nul.split(".")[0] or "item",
-                           "message": f"{nul} contains a NUL character (U+0000)"})  # fmt: skip
+        checked = unsendable_if_nul(item)
+        if isinstance(checked, Unsendable):
+            errors.append({"index": index, "field": checked.field, "message": checked.message})
             continue
         send.append(item)
         where.append(index)
