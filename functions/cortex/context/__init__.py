@@ -1,1 +1,1 @@
-"""context"""
+"""Working context: token-budgeted levels 0-3 per contact, rendered at write time; `/api/v1/context`."""

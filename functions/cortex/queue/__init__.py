@@ -1,1 +1,1 @@
-"""queue"""
+"""The job queue: the background worker that runs every capability's registered jobs; `cortex queue work`."""
