@@ -38,7 +38,7 @@ from cortex.errors import CortexError
 from cortex.handoffs import routes as handoffs
 from cortex.interactions import routes as interactions
 from cortex.notifications import routes as notifications
-from cortex.routing import API_PREFIX, Call, Reply, Route, Router, parse_json, read_body, validate
+from cortex.routing import API_PREFIX, Call, RawJSON, Reply, Route, Router, parse_json, read_body, validate
 from cortex.usage import routes as usage
 
 logger = logging.getLogger("cortex.api")
@@ -201,7 +201,9 @@ async def handle(request: Request) -> Response:
         )
     headers = {**reply.headers, "X-Request-ID": request_id, "Cache-Control": "no-store"}
     return Response(
-        json.dumps(reply.body, ensure_ascii=False, default=_json_default).encode(),
+        reply.body.text.encode()
+        if isinstance(reply.body, RawJSON)
+        else json.dumps(reply.body, ensure_ascii=False, default=_json_default).encode(),
         status_code=reply.status,
         media_type="application/json",
         headers=headers,

@@ -66,6 +66,7 @@ def get_pool() -> ConnectionPool:
                 max_size=s.pool_max,
                 timeout=s.pool_timeout_seconds,
                 kwargs={"autocommit": True, "connect_timeout": s.connect_timeout_seconds},
+                configure=_configure,
                 open=True,
                 name="cortex",
             )
@@ -86,6 +87,7 @@ async def get_async_pool() -> AsyncConnectionPool:
             max_size=s.pool_max,
             timeout=s.pool_timeout_seconds,
             kwargs={"autocommit": True, "connect_timeout": s.connect_timeout_seconds},
+            configure=_aconfigure,
             open=False,
             name="cortex-async",
         )
@@ -133,7 +135,9 @@ def _function(name: str) -> sql.Composable:
     return sql.Identifier(schema or "public", function)
 
 
-def _statement(name: str, args: Mapping[str, Any], *, set_returning: bool) -> tuple[sql.Composed, dict[str, Any]]:
+def _statement(
+    name: str, args: Mapping[str, Any], *, set_returning: bool, as_text: bool = False
+) -> tuple[sql.Composed, dict[str, Any]]:
     # None is omitted so the function's SQL default applies (PostgREST does the same for absent keys).
     present = {k: v for k, v in args.items() if v is not None}
     params: list[sql.Composable] = []
@@ -145,7 +149,7 @@ def _statement(name: str, args: Mapping[str, Any], *, set_returning: bool) -> tu
             value = value.value
         params.append(sql.SQL("{} => {}").format(sql.Identifier(key), placeholder))
         values[key] = Jsonb(value) if isinstance(value, dict) else value
-    template = "select * from {}({})" if set_returning else "select {}({})"
+    template = "select * from {}({})" if set_returning else "select {}({})::text" if as_text else "select {}({})"
     return sql.SQL(template).format(_function(name), sql.SQL(", ").join(params)), values
 
 
@@ -217,12 +221,19 @@ async def acall(conn: psycopg.AsyncConnection[Any], function: str, /, **args: An
 
 # --- acting as a caller ----------------------------------------------------------------------------
 
-# As PostgREST does per request: the role, the claims, and the role's own settings (timeouts),
-# which ALTER ROLE alone never applies to a role that is switched to rather than logged in as.
-_BECOME = (
-    "select set_config('role', 'authenticated', true), set_config('request.jwt.claims', %s, true),"
-    " cortex.apply_role_settings('authenticated')"
-)
+# As PostgREST does per request: the role and the claims. The role's own settings (timeouts),
+# which ALTER ROLE alone never applies to a role that is switched to, are set once per pooled
+# connection (`_configure`): every request on these connections runs as that role.
+_BECOME = "select set_config('role', 'authenticated', true), set_config('request.jwt.claims', %s, true)"
+_ROLE_SETTINGS = "select cortex.apply_role_settings('authenticated', false)"
+
+
+def _configure(conn: psycopg.Connection[Any]) -> None:
+    conn.execute(_ROLE_SETTINGS)
+
+
+async def _aconfigure(conn: psycopg.AsyncConnection[Any]) -> None:
+    await conn.execute(_ROLE_SETTINGS)
 
 
 def become(conn: psycopg.Connection[Any], claims: Mapping[str, Any]) -> None:
@@ -276,21 +287,35 @@ def call_as(claims: Mapping[str, Any], function: str, /, **args: Any) -> Any:
         return call(conn, function, **args)
 
 
-async def acall_as(claims: Mapping[str, Any], function: str, /, **args: Any) -> Any:
-    """`call_as` on the async pool in one network round trip: BEGIN, the claims, the call and
-    COMMIT go out together in pipeline mode, as one transaction (the hot path of every read)."""
-    query, values = _statement(function, args, set_returning=False)
+async def _acall_once(claims: Mapping[str, Any], function: str, args: Mapping[str, Any], *, as_text: bool) -> Any:
+    # One round trip: the claims and the call go as one simple query of two statements, which
+    # PostgreSQL runs as one implicit transaction (so the SET LOCALs of set_config(..., true) hold
+    # for the call and end with it). Parameters are bound client-side with libpq's quoting.
+    query, values = _statement(function, args, set_returning=False, as_text=as_text)
+    statement = sql.SQL("{}; {}").format(sql.SQL(_BECOME.replace("%s", "%(__claims)s")), query)
     pool = await get_async_pool()
     async with pool.connection() as conn:
         try:
-            async with conn.pipeline(), conn.transaction():
-                await conn.execute(_BECOME, (json.dumps(dict(claims)),))
-                cur = conn.cursor(row_factory=tuple_row)
-                await cur.execute(query, values)
-            row = await cur.fetchone()
+            async with psycopg.AsyncClientCursor(conn) as cur:
+                await cur.execute(statement, {**values, "__claims": json.dumps(dict(claims))})
+                cur.nextset()
+                row = await cur.fetchone()
         except psycopg.Error as exc:
             raise _mapped(exc) from exc
     return row[0] if row else None
+
+
+async def acall_as_text(claims: Mapping[str, Any], function: str, /, **args: Any) -> str:
+    """`acall_as` for a function returning JSON, answered as its text: the hot reads hand SQL's
+    rendering to the client without parsing and re-serialising it in Python."""
+    text = await _acall_once(claims, function, args, as_text=True)
+    return str(text) if text is not None else "null"
+
+
+async def acall_as(claims: Mapping[str, Any], function: str, /, **args: Any) -> Any:
+    """`call_as` on the async pool in one network round trip (the claims and the call together,
+    as one transaction): the path of every pure-SQL route."""
+    return await _acall_once(claims, function, args, as_text=False)
 
 
 def agent_claims(tenant_id: str, agent: str) -> dict[str, str]:

@@ -59,6 +59,13 @@ class Call:
 
 
 @dataclass(frozen=True)
+class RawJSON:
+    """A body that is JSON text already (as SQL rendered it): sent as is, never parsed in Python."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class Reply:
     """What a handler answers: a status and a JSON-able body."""
 

@@ -449,7 +449,7 @@ alter role service_role set statement_timeout = '30s';
 alter role service_role set lock_timeout = '5s';
 alter role service_role set idle_in_transaction_session_timeout = '30s';
 
-create or replace function cortex.apply_role_settings(p_role text default null) returns jsonb
+create or replace function cortex.apply_role_settings(p_role text default null, p_local boolean default true) returns jsonb
 language plpgsql volatile set search_path = '' as $$
 declare
   v_role text := coalesce(p_role, cortex.caller_role());
@@ -466,15 +466,15 @@ begin
     order by s.setdatabase
   loop
     if split_part(v_item, '=', 1) in ('statement_timeout', 'lock_timeout', 'idle_in_transaction_session_timeout') then
-      perform pg_catalog.set_config(split_part(v_item, '=', 1), substr(v_item, strpos(v_item, '=') + 1), true);
+      perform pg_catalog.set_config(split_part(v_item, '=', 1), substr(v_item, strpos(v_item, '=') + 1), p_local);
       v_settings := v_settings || jsonb_build_object(split_part(v_item, '=', 1), substr(v_item, strpos(v_item, '=') + 1));
     end if;
   end loop;
   return v_settings;
 end $$;
-comment on function cortex.apply_role_settings(text) is
-  'Applies a role''s timeouts (statement_timeout, lock_timeout, idle_in_transaction_session_timeout from ALTER ROLE ... SET) to the current transaction, as PostgREST does for the role it impersonates; p_role defaults to the role the request runs as. Returns the settings applied.';
-grant execute on function cortex.apply_role_settings(text) to authenticated, service_role;
+comment on function cortex.apply_role_settings(text, boolean) is
+  'Applies a role''s timeouts (statement_timeout, lock_timeout, idle_in_transaction_session_timeout from ALTER ROLE ... SET) to the current transaction (p_local, as PostgREST does for the role it impersonates) or to the session (the HTTP edge sets them once per pooled connection); p_role defaults to the role the request runs as. Returns the settings applied.';
+grant execute on function cortex.apply_role_settings(text, boolean) to authenticated, service_role;
 
 -- Erasure --------------------------------------------------------------------------------------
 -- The interaction log and the handoffs (with their audit trail) are append-only for every role,

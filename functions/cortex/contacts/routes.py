@@ -12,7 +12,7 @@ from cortex.contacts.models import (
     ContactPatch,
     ContactPath,
 )
-from cortex.routing import Call, Reply, Router
+from cortex.routing import Call, RawJSON, Reply, Router
 
 router = Router("contacts")
 
@@ -46,7 +46,8 @@ async def search_contacts(call: Call) -> Reply:
 )  # fmt: skip
 async def get_contact(call: Call) -> Reply:
     """One contact."""
-    return Reply(200, await db.acall_as(call.claims, "get_contact", contact_id=str(call.path_as(ContactPath).id)))
+    text = await db.acall_as_text(call.claims, "get_contact", contact_id=str(call.path_as(ContactPath).id))
+    return Reply(200, RawJSON(text))
 
 
 @router.route(

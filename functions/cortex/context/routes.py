@@ -7,7 +7,7 @@ from starlette.concurrency import run_in_threadpool
 from cortex import db
 from cortex.context import service
 from cortex.context.models import ContextPath, ContextQuery, ContextRefresh, WorkingContext
-from cortex.routing import Call, Reply, Router
+from cortex.routing import Call, RawJSON, Reply, Router
 
 router = Router("context")
 
@@ -24,7 +24,8 @@ async def get_context(call: Call) -> Reply:
     contact_id = str(call.path_as(ContextPath).contact_id)
     if query.refresh:
         await run_in_threadpool(service.refresh_context, call.claims, contact_id)
-    return Reply(200, await db.acall_as(call.claims, "get_context", contact_id=contact_id, level=query.level))
+    text = await db.acall_as_text(call.claims, "get_context", contact_id=contact_id, level=query.level)
+    return Reply(200, RawJSON(text))
 
 
 @router.route(
