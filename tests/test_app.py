@@ -228,7 +228,7 @@ def test_an_unexpected_failure_is_a_generic_500_and_is_logged(
     async def explode(*args: Any, **kwargs: Any) -> dict[str, Any]:
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(cortex_db, "acall_as", explode)
+    monkeypatch.setattr(cortex_db, "_acall_once", explode)
     response = client.get(f"{V1}/contacts/{uuid.uuid4()}", headers=bearer(tenant.keys["luna"]))
     assert response.status_code == 500
     error = error_of(response)
