@@ -2,7 +2,7 @@
 """Import throughput (issue 7, backfill): interactions stored per second by POST /interactions/import
 and by `cortex import FILE`, summaries afterwards (not counted).
 
-usage: bench_import.py [--interactions 100000] [--contacts 5000] [--batch 1000] [--clients 2] [--workers 2]
+usage: bench_import.py [--interactions 100000] [--contacts 5000] [--batch 250] [--clients 2] [--workers 2]
 
 A template database (cortex_bench_import_tpl: migrated, one tenant, its agents and `--contacts`
 contacts) is built once; each run imports into a fresh copy of it (cortex_bench_import), so both
@@ -212,7 +212,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--interactions", type=int, default=100_000)
     parser.add_argument("--contacts", type=int, default=5_000)
-    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--batch", type=int, default=250)
     parser.add_argument("--clients", type=int, default=2, help="concurrent HTTP clients (default 2)")
     parser.add_argument("--workers", type=int, default=2, help="cortex serve processes (default 2)")
     parser.add_argument("--max-load", type=float, default=1.5, help="start when the 1-min load is below this")
