@@ -6,6 +6,7 @@ CLI itself keeps, so a database migrated here and one migrated by `supabase db p
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,17 @@ def list_migrations(directory: Path = MIGRATIONS_DIR) -> list[Migration]:
             raise ValueError(f"migration file {path.name} must be named <14-digit timestamp>_<name>.sql")
         found.append(Migration(m.group(1), m.group(2), path))
     return found
+
+
+def files_digest() -> str:
+    """A short hash of every migration file and the platform stand-in, in that order (the same as
+    `cat supabase/migrations/*.sql sql/supabase_platform.sql | sha256sum` in scripts/dev): it names
+    the files a local database was built from, while migrations are still edited in place."""
+    h = hashlib.sha256()
+    for m in list_migrations():
+        h.update(m.path.read_bytes())
+    h.update(PLATFORM_SQL.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def applied_versions(conn: psycopg.Connection) -> set[str]:
