@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import AsyncIterator, Iterator, Mapping
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +37,6 @@ __all__ = [
     "acall_as",
     "agent_claims",
     "as_caller",
-    "async_as_caller",
     "become",
     "call",
     "call_as",
@@ -54,22 +53,25 @@ _apool: AsyncConnectionPool | None = None
 _apool_loop: asyncio.AbstractEventLoop | None = None
 
 
+def _pool_options(configure: Any) -> dict[str, Any]:
+    # The same sizes, timeouts and per-connection set-up for the sync pool and the async one.
+    s = get_settings()
+    return {
+        "conninfo": s.database_url,
+        "min_size": s.pool_min,
+        "max_size": s.pool_max,
+        "timeout": s.pool_timeout_seconds,
+        "kwargs": {"autocommit": True, "connect_timeout": s.connect_timeout_seconds},
+        "configure": configure,
+    }
+
+
 def get_pool() -> ConnectionPool:
     """The process's synchronous connection pool (opened on first use)."""
     global _pool
     with _pool_lock:
         if _pool is None:
-            s = get_settings()
-            _pool = ConnectionPool(
-                s.database_url,
-                min_size=s.pool_min,
-                max_size=s.pool_max,
-                timeout=s.pool_timeout_seconds,
-                kwargs={"autocommit": True, "connect_timeout": s.connect_timeout_seconds},
-                configure=_configure,
-                open=True,
-                name="cortex",
-            )
+            _pool = ConnectionPool(**_pool_options(_configure), open=True, name="cortex")
         return _pool
 
 
@@ -80,17 +82,7 @@ async def get_async_pool() -> AsyncConnectionPool:
     global _apool, _apool_loop
     loop = asyncio.get_running_loop()
     if _apool is None or _apool_loop is not loop:
-        s = get_settings()
-        pool = AsyncConnectionPool(
-            s.database_url,
-            min_size=s.pool_min,
-            max_size=s.pool_max,
-            timeout=s.pool_timeout_seconds,
-            kwargs={"autocommit": True, "connect_timeout": s.connect_timeout_seconds},
-            configure=_aconfigure,
-            open=False,
-            name="cortex-async",
-        )
+        pool = AsyncConnectionPool(**_pool_options(_aconfigure), open=False, name="cortex-async")
         _apool, _apool_loop = pool, loop
         await pool.open(wait=False)
     return _apool
@@ -270,15 +262,6 @@ def as_caller(
     with transaction(conn) as c:
         become(c, claims)
         yield c
-
-
-@asynccontextmanager
-async def async_as_caller(claims: Mapping[str, Any]) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-    """`as_caller` on the async pool."""
-    pool = await get_async_pool()
-    async with pool.connection() as conn, conn.transaction():
-        await conn.execute(_BECOME, (json.dumps(dict(claims)),))
-        yield conn
 
 
 def call_as(claims: Mapping[str, Any], function: str, /, **args: Any) -> Any:
