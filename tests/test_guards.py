@@ -140,6 +140,7 @@ DEFINERS: dict[str, tuple[str, str]] = {
     ),
     "queue_interaction_summary": ("select cortex.queue_interaction_summary(%(t)s, %(i)s)", "28000"),
     "enqueue_import_summaries": ("select cortex.enqueue_import_summaries(array[%(i)s]::uuid[], 'probe')", "28000"),
+    "defer_context_render": ("select cortex.defer_context_render(array[%(c)s]::uuid[], 'probe')", "28000"),
     "request_context_refresh": ("select cortex.request_context_refresh(%(t)s, %(c)s, 'probe')", "28000"),
     "store_context": ("""select cortex.store_context(%(t)s, %(c)s, '{"summary": "forged"}', null, 0)""", "28000"),
     "record_context_failure": ("select cortex.record_context_failure(%(t)s, %(c)s, 'probe')", "28000"),
@@ -172,6 +173,7 @@ def _counts(admin: Any) -> dict[str, int]:
     row = admin.execute(
         """select (select count(*) from cortex.token_usage) as usage, (select count(*) from cortex.outbox) as outbox,
                   (select count(*) from cortex.jobs) as jobs,
+                  (select count(*) from cortex.context_levels) as rendered,
                   (select count(*) from cortex.interactions where analysis_status = 'done') as analysed,
                   (select coalesce(sum(failure_count), 0) from cortex.contact_context) as failures,
                   (select string_agg(summary || coalesce(last_handoff_summary, ''), ',') from cortex.contact_context)
@@ -216,6 +218,7 @@ def test_a_caller_of_another_tenant_is_refused_by(
 
 # Writes a read-only agent (helios) must not make through a definer function.
 HELIOS_WRITES = [
+    "defer_context_render",
     "record_token_usage",
     "record_interaction_analysis",
     "queue_interaction_summary",

@@ -14,11 +14,14 @@ from starlette.testclient import TestClient
 
 from cortex import routing
 from cortex.cli import main
-from cortex.db import Jsonb, agent_claims, call
+from cortex.db import Jsonb, agent_claims, call, typed
 from cortex.errors import CortexError
+from cortex.interactions import backfill
 from cortex.interactions import service as interactions
+from cortex.interactions.jobs import render_contexts
 from cortex.queue import worker
 from tests.conftest import AsAgent, Tenant
+from tests.test_context import ENVELOPE, assert_rendered_is_fresh, fresh_assembly, store
 
 V1 = "/api/v1"
 Admin = psycopg.Connection[dict[str, Any]]
@@ -71,7 +74,7 @@ def test_a_json_array_is_stored_once_and_a_reimport_inserts_nothing(
     assert count(admin, "cortex.interactions") == 3
     assert count(admin, "cortex.jobs where kind = 'summarise_interaction'") == 3
     # Each job is attributable to the interaction's agent.
-    jobs = admin.execute("select payload from cortex.jobs").fetchall()
+    jobs = admin.execute("select payload from cortex.jobs where kind = 'summarise_interaction'").fetchall()
     assert {j["payload"]["agent"] for j in jobs} == {"luna"}
     assert contact_row(admin, contact["id"])["interaction_count"] == 3
 
@@ -129,7 +132,7 @@ def test_bad_rows_name_index_and_field_and_write_nothing_of_themselves(
         "mail-1"
     ]
     assert contact_row(admin, contact["id"])["interaction_count"] == 1
-    assert count(admin, "cortex.jobs") == 1
+    assert count(admin, "cortex.jobs where kind = 'summarise_interaction'") == 1
 
 
 def test_contact_by_email_and_agent_human(
@@ -257,12 +260,120 @@ def test_the_worker_summarises_imported_rows_attributed_to_their_agent(
     client.post(f"{V1}/interactions/import", headers=bearer(tenant.keys["anna"]), json=body)
     assert count(admin, "cortex.token_usage") == 0  # the import itself called no model
     with psycopg.connect(dsn, autocommit=True) as queue_conn:
-        assert worker.run_once(queue_conn, "w1", batch=10) == 3
+        assert worker.run_once(queue_conn, "w1", batch=10) == 4  # three summaries, one render_contexts
     assert count(admin, "cortex.interactions where analysis_status = 'done' and summary is not null") == 3
     usage = admin.execute("select distinct agent, operation from cortex.token_usage").fetchall()
     assert usage == [{"agent": "anna", "operation": "summarize"}]
     # Old significant history makes the context stale by count, but queues no refresh at once.
     assert count(admin, "cortex.jobs where kind = 'generate_context'") == 0
+
+
+# --- contexts after an import: rendered by the worker, assembled until then -----------------------
+
+
+def reads_equal_a_fresh_assembly(admin: Admin, as_agent: AsAgent, tenant: Tenant, contact_id: str) -> None:
+    """get_context at levels 0-2, whether rendered or not, is what an assembly now would be."""
+    for level in (0, 1, 2):
+        with as_agent(tenant, "mia") as conn:
+            got = call(conn, "get_context", contact_id=contact_id, level=level)
+        fresh = fresh_assembly(admin, tenant, contact_id, level)
+        assert {k: v for k, v in got.items() if k not in ENVELOPE} == fresh["content"], level
+        assert (got["is_stale"], got["generated_at"]) == (fresh["stale"], fresh["generated_at"]), level
+
+
+def rendered(admin: Admin, *contact_ids: str) -> set[str]:
+    rows = admin.execute(
+        "select contact_id::text as c from cortex.context_levels where contact_id = any (%s::uuid[])",
+        (list(contact_ids),),
+    ).fetchall()
+    return {r["c"] for r in rows}
+
+
+def run_render_jobs(dsn: str, tenant: Tenant) -> list[dict[str, Any]]:
+    """Runs only the queued render_contexts jobs' handler (the summaries would render at their own
+    commit and hide what the job does)."""
+    with psycopg.connect(dsn, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
+        jobs = conn.execute("select payload from cortex.jobs where kind = 'render_contexts' order by id").fetchall()
+        return [render_contexts(conn, tenant.id, j["payload"]) for j in jobs]
+
+
+def test_an_import_leaves_rendering_to_the_worker_and_reads_assemble_until_then(
+    client: TestClient, dsn: str, tenant: Tenant, as_agent: AsAgent, admin: Admin, contact: dict[str, Any]
+) -> None:
+    cid = contact["id"]
+    with as_agent(tenant, "luna") as conn:
+        other = call(conn, "upsert_contact", email="ada@example.com", name="Ada")["id"]
+    store(as_agent, tenant, cid)  # a generated context: fresh until the import adds interactions
+    assert rendered(admin, cid, other) == {cid, other}
+    body = [item(cid, 1, "2024-01-01T10:00:00Z"), item(cid, 2, "2024-02-01T10:00:00Z"),
+            item(other, 3, "2024-03-01T10:00:00Z")]  # fmt: skip
+    assert client.post(f"{V1}/interactions/import", headers=bearer(tenant.keys["luna"]), json=body).status_code == 200
+    # Not rendered at commit: the rows are gone and one job names both contacts.
+    assert rendered(admin, cid, other) == set()
+    jobs = admin.execute("select payload from cortex.jobs where kind = 'render_contexts'").fetchall()
+    assert len(jobs) == 1 and sorted(jobs[0]["payload"]["contact_ids"]) == sorted([cid, other])
+    # Meanwhile a read assembles: the imported rows are there and the context is stale by count.
+    reads_equal_a_fresh_assembly(admin, as_agent, tenant, cid)
+    reads_equal_a_fresh_assembly(admin, as_agent, tenant, other)
+    with as_agent(tenant, "mia") as conn:
+        level2 = call(conn, "get_context", contact_id=cid, level=2)
+    assert level2["is_stale"] is True and level2["interactions_total"] == 2
+    assert [r["date"][:10] for r in level2["recent_interactions"]] == ["2024-02-01", "2024-01-01"]
+    # That stale read queued a regeneration, which marks the context stale: a write of the contact,
+    # rendered at its commit. The other contact has no context to mark and waits for the job.
+    assert rendered(admin, cid, other) == {cid}
+    assert_rendered_is_fresh(admin, as_agent, tenant, cid, "stale read after the import")
+
+    assert run_render_jobs(dsn, tenant) == [{"contacts": 2, "rendered": 1}]
+    assert_rendered_is_fresh(admin, as_agent, tenant, cid, "render_contexts job")
+    assert_rendered_is_fresh(admin, as_agent, tenant, other, "render_contexts job")
+    # Run again (a retried job): nothing left to render.
+    assert run_render_jobs(dsn, tenant) == [{"contacts": 2, "rendered": 0}]
+
+
+def test_a_later_write_renders_at_its_commit_and_the_job_skips_it_and_deleted_contacts(
+    client: TestClient, dsn: str, tenant: Tenant, as_agent: AsAgent, admin: Admin, contact: dict[str, Any]
+) -> None:
+    cid = contact["id"]
+    with as_agent(tenant, "luna") as conn:
+        gone = call(conn, "upsert_contact", email="gone@example.com", name="Gone")["id"]
+    body = [item(cid, 1, "2024-01-01T10:00:00Z"), item(gone, 2, "2024-01-01T10:00:00Z")]
+    client.post(f"{V1}/interactions/import", headers=bearer(tenant.keys["luna"]), json=body)
+    with as_agent(tenant, "luna") as conn:
+        call(conn, "log_interaction", contact_id=cid, type="note", summary="Called back about the order.")
+    assert rendered(admin, cid) == {cid}
+    admin.execute("delete from cortex.contacts where id = %s", (gone,))
+    assert run_render_jobs(dsn, tenant) == [{"contacts": 2, "rendered": 0}]
+    assert_rendered_is_fresh(admin, as_agent, tenant, cid, "write after the import")
+
+
+def test_in_one_transaction_other_writes_render_at_commit_and_reads_see_the_import(
+    tenant: Tenant, as_agent: AsAgent, admin: Admin, contact: dict[str, Any]
+) -> None:
+    cid = contact["id"]
+    with as_agent(tenant, "luna") as conn:
+        other = call(conn, "upsert_contact", email="ada@example.com", name="Ada")["id"]
+    with as_agent(tenant, "luna") as conn:
+        call(conn, "update_contact", contact_id=other, patch={"name": "Ada Lovelace"})
+        call(conn, "update_contact", contact_id=cid, patch={"name": "Johanna Smith"})
+        result = call(conn, "import_interactions", items=Jsonb([item(cid, 1, "2024-01-01T10:00:00Z")]))
+        assert result["inserted"] == 1
+        inside = call(conn, "get_context", contact_id=cid, level=2)
+    assert inside["header"]["name"] == "Johanna Smith" and inside["interactions_total"] == 1
+    # The contact only patched is rendered at commit; the imported one waits for the worker.
+    assert rendered(admin, cid, other) == {other}
+    assert_rendered_is_fresh(admin, as_agent, tenant, other, "patch beside an import")
+    reads_equal_a_fresh_assembly(admin, as_agent, tenant, cid)
+
+
+def test_defer_context_render_only_reaches_the_callers_own_contacts(
+    tenant: Tenant, other_tenant: Tenant, as_agent: AsAgent, admin: Admin, contact: dict[str, Any]
+) -> None:
+    with as_agent(other_tenant, "luna") as conn:
+        ids = typed([contact["id"]], "uuid[]")
+        assert call(conn, "cortex.defer_context_render", p_contact_ids=ids, p_reason="probe") is None
+    assert rendered(admin, contact["id"]) == {contact["id"]}
+    assert count(admin, "cortex.jobs") == 0
 
 
 # --- cortex import FILE ----------------------------------------------------------------------------
@@ -318,23 +429,49 @@ def test_cli_resumes_from_its_checkpoint_or_a_given_record(
     path = tmp_path / "mails.jsonl"
     path.write_text("\n".join(json.dumps(item(contact["id"], n, "2023-01-01T00:00:00Z")) for n in range(1, 31)) + "\n")
     t = ("--tenant", tenant.slug, "--agent", "luna")
-    real = interactions.import_interactions
-    calls = [0]
+    real = backfill.import_interactions
 
     def flaky(claims: Any, items: Any) -> Any:
-        calls[0] += 1
-        if calls[0] == 2:
+        if items[0]["external_id"] == "mail-11":  # the second batch (records 11-20)
             raise CortexError(503, "database_unavailable", "the database is not reachable")
         return real(claims, items)
 
-    monkeypatch.setattr(interactions, "import_interactions", flaky)
-    cortex(*t, "import", str(path), "--batch-size", "10", code=1)
+    monkeypatch.setattr(backfill, "import_interactions", flaky)
+    cortex(*t, "import", str(path), "--batch-size", "10", "--parallel", "1", code=1)
     checkpoint = json.loads((tmp_path / "mails.jsonl.cortex-import").read_text())
     assert checkpoint["next_record"] == 11
-    monkeypatch.setattr(interactions, "import_interactions", real)
+    assert count(admin, "cortex.interactions") == 10
+    monkeypatch.setattr(backfill, "import_interactions", real)
     resumed = json.loads(cortex("--json", *t, "import", str(path), "--batch-size", "10").stdout)
     assert (resumed["resumed_from"], resumed["received"], resumed["inserted"]) == (11, 20, 20)
     assert count(admin, "cortex.interactions") == 30
     # --resume-from skips records by number; what is there already is a duplicate anyway.
     partial = json.loads(cortex("--json", *t, "import", str(path), "--resume-from", "26").stdout)
     assert (partial["received"], partial["duplicates"]) == (5, 5)
+
+
+def test_cli_in_parallel_checkpoints_only_what_is_stored_in_file_order(
+    dsn: str, tenant: Tenant, contact: dict[str, Any], admin: Admin, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "mails.jsonl"
+    path.write_text("\n".join(json.dumps(item(contact["id"], n, "2023-01-01T00:00:00Z")) for n in range(1, 41)) + "\n")
+    t = ("--tenant", tenant.slug, "--agent", "luna")
+    real = backfill.import_interactions
+
+    def flaky(claims: Any, items: Any) -> Any:
+        if items[0]["external_id"] == "mail-11":
+            raise CortexError(503, "database_unavailable", "the database is not reachable")
+        return real(claims, items)
+
+    monkeypatch.setattr(backfill, "import_interactions", flaky)
+    cortex(*t, "import", str(path), "--batch-size", "10", "--parallel", "2", code=1)
+    # Batch 3 (records 21-30) was in flight beside the failed batch 2 and is stored, but the
+    # checkpoint stays before batch 2: a resume sends batch 3 again, as duplicates.
+    assert json.loads((tmp_path / "mails.jsonl.cortex-import").read_text())["next_record"] == 11
+    assert count(admin, "cortex.interactions") == 20
+    monkeypatch.setattr(backfill, "import_interactions", real)
+    resumed = json.loads(cortex("--json", *t, "import", str(path), "--batch-size", "10", "--parallel", "3").stdout)
+    assert (resumed["resumed_from"], resumed["received"], resumed["inserted"], resumed["duplicates"]) == (
+        11, 30, 20, 10,
+    )  # fmt: skip
+    assert count(admin, "cortex.interactions") == 40

@@ -1,8 +1,9 @@
 """Soak: concurrent writers on a few hot contacts while the worker regenerates their contexts.
 
-16 client threads log interactions, hand contacts over (and move those handoffs) and patch
-contacts, all on 20 hot contacts, through the Python service functions, while the real worker
-(`cortex.worker.run`, in threads) summarises interactions and regenerates contexts. The lock
+16 client threads log and import interactions, hand contacts over (and move those handoffs) and
+patch contacts, all on 20 hot contacts, through the Python service functions, while the real
+worker (`cortex.worker.run`, in threads) summarises interactions, renders the contexts imports
+left to it and regenerates contexts. The lock
 order (docs/architecture.md, "Lock order") must leave the server with no deadlock and the
 callers with no server-side error. CORTEX_SOAK_SECONDS shortens or lengthens it (default 60).
 """
@@ -25,6 +26,7 @@ from cortex.contacts import service as contacts
 from cortex.db import agent_claims
 from cortex.errors import CortexError
 from cortex.handoffs import service as handoffs
+from cortex.interactions import backfill
 from cortex.interactions import service as interactions
 from cortex.queue import worker
 from tests.conftest import AsAgent, Tenant
@@ -72,7 +74,7 @@ def client(
         claims = agent_claims(tenant.id, agent)
         roll = rng.random()
         try:
-            if roll < 0.45:
+            if roll < 0.40:
                 kind = "interaction"
                 fields: dict[str, Any] = {"contact_id": contact_id, "type": rng.choice(TYPES)}
                 if rng.random() < 0.5:
@@ -80,6 +82,17 @@ def client(
                 else:
                     fields["raw_content"] = rng.choice(BODIES)  # summarised here by the local model
                 interactions.log_interaction(claims, **fields)
+            elif roll < 0.45:
+                # A batch over several hot contacts: locks them in id order, defers their rendering.
+                kind = "import"
+                items = [
+                    {"contact_id": rng.choice(hot), "type": rng.choice(TYPES), "raw_content": rng.choice(BODIES),
+                     "external_id": f"soak-{idx}-{mine['import']}-{n}",
+                     "occurred_at": f"2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T10:00:00Z"}
+                    for n in range(rng.randint(2, 8))
+                ]  # fmt: skip
+                if backfill.import_interactions(claims, items)["failed"]:
+                    problems.append("import: items failed")
             elif roll < 0.65:
                 kind = "handoff"
                 to = rng.choice([a for a in AGENTS if a != agent])
@@ -149,7 +162,7 @@ def test_hot_contacts_under_concurrent_writers_and_the_worker_never_deadlock(
         w.join(120)
 
     db.close_pool()
-    regenerated = 0
+    regenerated = renders = 0
     with psycopg.connect(dsn, autocommit=True) as conn:
         # A session reports its statistics (deadlocks among them) when it ends: wait for the others.
         for _ in range(100):
@@ -160,14 +173,15 @@ def test_hot_contacts_under_concurrent_writers_and_the_worker_never_deadlock(
                 break
             time.sleep(0.1)
         row = conn.execute(
-            "select count(*) from cortex.jobs where kind = 'generate_context' and status = 'done'"
+            "select count(*) filter (where kind = 'generate_context'), count(*) filter (where kind = 'render_contexts')"
+            " from cortex.jobs where status = 'done'"
         ).fetchone()
-        regenerated = int(row[0]) if row else 0
+        regenerated, renders = (int(row[0]), int(row[1])) if row else (0, 0)
     found = deadlocks(dsn) - before
-    summary = f"ops={dict(ops)} regenerated={regenerated} deadlocks={found} errors={len(errors)}"
+    summary = f"ops={dict(ops)} regenerated={regenerated} renders={renders} deadlocks={found} errors={len(errors)}"
     print(summary)
     assert not any(t.is_alive() for t in threads) and not any(w.is_alive() for w in workers), summary
-    assert ops["interaction"] > 0 and ops["handoff"] > 0 and ops["contact_update"] > 0, summary
-    assert regenerated > 0, summary
+    assert ops["interaction"] > 0 and ops["import"] > 0 and ops["handoff"] > 0 and ops["contact_update"] > 0, summary
+    assert regenerated > 0 and renders > 0, summary
     assert found == 0, summary
     assert errors == [], f"{summary}: {errors[:10]}"

@@ -56,7 +56,9 @@ begin
   return new;
 end $$;
 comment on function cortex.contacts_before_write() is 'Trigger: normalises email and tags, stamps converted_at when a contact becomes a customer.';
-create trigger contacts_before_write before insert or update on cortex.contacts
+-- Only updates that set what it normalises: counter and touch-time updates (one per logged or
+-- imported interaction) leave email, tags, stage and converted_at as they were.
+create trigger contacts_before_write before insert or update of email, tags, stage, converted_at on cortex.contacts
   for each row execute function cortex.contacts_before_write();
 create trigger contacts_updated_at before update on cortex.contacts
   for each row execute function cortex.touch_updated_at();

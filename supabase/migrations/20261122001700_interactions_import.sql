@@ -174,8 +174,11 @@ begin
          jsonb_build_object('interaction_id', i.id, 'agent', i.agent, 'requested_by', p_requested_by,
                             'source', 'import'),
          i.id::text
-  from cortex.interactions i
-  where i.tenant_id = v_tenant and i.id = any (p_interaction_ids) and i.analysis_status = 'pending'
+  -- By primary key, one probe per id: the partial index of pending rows (which the planner may
+  -- prefer) holds every row still waiting for its summary, all of an import's so far.
+  from unnest(p_interaction_ids) u (id)
+  join cortex.interactions i on i.tenant_id = v_tenant and i.id = u.id
+  where i.analysis_status = 'pending'
   order by i.occurred_at desc
   on conflict (tenant_id, kind, dedup_key) where dedup_key is not null and status in ('queued', 'running')
   do nothing;
@@ -189,6 +192,74 @@ comment on function cortex.enqueue_import_summaries(uuid[], text) is
   'Queues one summarise_interaction job per pending interaction (of the calling writer''s tenant) among the ids; returns how many were queued.';
 revoke execute on function cortex.enqueue_import_summaries(uuid[], text) from public, anon;
 grant execute on function cortex.enqueue_import_summaries(uuid[], text) to authenticated;
+
+-- Deferred rendering -----------------------------------------------------------------------------
+-- A write renders its contacts' get_context levels 0-2 at commit (…000700_context.sql). An import
+-- touches hundreds of contacts per call and that rendering cost more than storing the rows, so
+-- an import defers it: the contacts' rendered rows are deleted in the import's transaction (a
+-- contact without one is "not rendered yet": get_context assembles it, fresh, with the usual
+-- staleness) and a render_contexts job renders them afterwards. The render triggers stay as they
+-- are; only the import's own keys are taken out of cortex.context_dirty.
+
+-- Definer: API roles cannot write context_levels nor queue jobs.
+create or replace function cortex.defer_context_render(p_contact_ids uuid[], p_reason text) returns bigint
+language plpgsql volatile security definer set search_path = '' as $$
+declare
+  v_tenant uuid := cortex.require_tenant();
+  v_ids uuid[];
+  v_dirty text := current_setting('cortex.context_dirty', true);
+begin
+  perform cortex.require_writer();
+  -- Lock order (docs/architecture.md): the contact rows first, by id (the import holds them
+  -- already), then their rendered rows, in key order.
+  select array_agg(c.id order by c.id) into v_ids from (
+    select c.id from cortex.contacts c
+    where c.tenant_id = v_tenant and c.id = any (p_contact_ids)
+    order by c.id for no key update) c;
+  if v_ids is null then
+    return null;
+  end if;
+  -- Not rendered at this transaction's commit: its other dirty contacts still are.
+  if v_dirty <> '' then
+    perform set_config('cortex.context_dirty', coalesce((
+      select string_agg(s.k, ' ' order by s.k) from (
+        select unnest(string_to_array(v_dirty, ' ')) except select v_tenant::text || ':' || unnest(v_ids)) s (k)),
+      ''), true);
+  end if;
+  perform from cortex.context_levels l
+  where l.tenant_id = v_tenant and l.contact_id = any (v_ids) order by l.contact_id for update;
+  delete from cortex.context_levels l where l.tenant_id = v_tenant and l.contact_id = any (v_ids);
+  return cortex.enqueue_job(v_tenant, 'render_contexts',
+    jsonb_build_object('contact_ids', to_jsonb(v_ids), 'reason', left(p_reason, 100)), null, now(), 5, 10);
+end $$;
+comment on function cortex.defer_context_render(uuid[], text) is
+  'Moves the rendering of the given contacts'' get_context levels 0-2 (of the calling writer''s tenant) from this transaction''s commit to the worker: deletes their cortex.context_levels rows (reads assemble until re-rendered) and queues one render_contexts job; returns its id (null when no contact matched). Locks the contacts, then their rendered rows (the lock order).';
+revoke execute on function cortex.defer_context_render(uuid[], text) from public, anon;
+grant execute on function cortex.defer_context_render(uuid[], text) to authenticated;
+
+-- The worker's side (render_contexts jobs): renders each contact that has no rendered row.
+create or replace function cortex.render_pending_contexts(p_tenant_id uuid, p_contact_ids uuid[]) returns int
+language plpgsql volatile set search_path = '' as $$
+declare
+  v_id uuid;
+  v_rendered int := 0;
+begin
+  foreach v_id in array coalesce((select array_agg(distinct u order by u) from unnest(p_contact_ids) u), '{}') loop
+    -- Lock order: the contact row, then its rendered row. Holding the contact, no other write of
+    -- it can commit (and render) in between, and what is read next is the latest committed state.
+    perform from cortex.contacts c where c.tenant_id = p_tenant_id and c.id = v_id for no key update;
+    -- Gone contacts have lost their rendered row with them; a row that exists was rendered by a
+    -- later write's commit or an earlier job, and is current.
+    continue when not found or exists (
+      select from cortex.context_levels l where l.tenant_id = p_tenant_id and l.contact_id = v_id);
+    perform cortex.render_context_levels(p_tenant_id, v_id);
+    v_rendered := v_rendered + 1;
+  end loop;
+  return v_rendered;
+end $$;
+comment on function cortex.render_pending_contexts(uuid, uuid[]) is
+  'Worker (render_contexts jobs): renders get_context levels 0-2 of each given contact of the tenant that has no cortex.context_levels row (deferred by cortex.defer_context_render), in id order, each after locking its contact; returns how many were rendered. Idempotent.';
+revoke execute on function cortex.render_pending_contexts(uuid, uuid[]) from public, anon, authenticated, service_role;
 
 create or replace function public.import_interactions(items jsonb) returns jsonb
 language plpgsql volatile set search_path = '' as $$
@@ -204,6 +275,7 @@ declare
   v_inserted int;
   v_pending uuid[];
   v_refresh uuid[];
+  v_touched uuid[];
   v_contact uuid;
   v_queued int := 0;
 begin
@@ -217,12 +289,14 @@ begin
   end if;
 
   -- 1. Check every item and find its contact (by id, or by normalised email); one pass.
-  with parsed as (
+  -- Both CTEs are MATERIALIZED: inlined, the planner copies the function calls into every place
+  -- that reads `at` and `err` (import_item_error ran five times per item, import_timestamp six).
+  with parsed as materialized (
     select (e.n - 1)::int as idx, e.x as item,
            case when jsonb_typeof(e.x -> 'occurred_at') = 'string'
                 then cortex.import_timestamp(e.x ->> 'occurred_at') end as at
     from jsonb_array_elements(items) with ordinality as e(x, n)
-  ), checked as (
+  ), checked as materialized (
     select p.idx, p.item, p.at, cortex.import_item_error(p.item, p.at, v_caller, v_now) as err from parsed p
   ), resolved as (
     select ch.idx, ch.item, ch.at, ch.err, coalesce(ci.id, ce.id) as contact_id, ci.email as id_email,
@@ -252,12 +326,14 @@ begin
   from judged j;
   v_valid := jsonb_array_length(v_rows);
 
-  -- 2. Lock the contacts in one order (by id), as every writer of contact counters does first.
+  -- 2. Lock the contacts in one order (by id), as every writer of contact counters does first
+  --    (FOR NO KEY UPDATE, the lock order of docs/architecture.md: foreign-key checks of other
+  --    writers' inserts take KEY SHARE on these rows and must not queue behind an import).
   perform from cortex.contacts c
   where c.tenant_id = v_tenant
     and c.id in (select (r ->> 'contact_id')::uuid from jsonb_array_elements(v_rows) r)
   order by c.id
-  for update;
+  for no key update;
 
   -- 3. Insert what is new (a repeated (contact, type, external_id) is a duplicate) and move the
   --    contacts' counters and touch times by occurred_at, in one statement.
@@ -303,8 +379,9 @@ begin
          array_agg(ins.id) filter (where ins.analysis_status = 'pending'),
          array_agg(distinct ins.contact_id) filter (where ins.analysis_status = 'done'
            and ins.occurred_at > v_now - interval '24 hours'
-           and cortex.is_significant(ins.type, ins.sentiment, ins.intent))
-  into v_inserted, v_pending, v_refresh
+           and cortex.is_significant(ins.type, ins.sentiment, ins.intent)),
+         (select array_agg(t.id) from touched t)
+  into v_inserted, v_pending, v_refresh, v_touched
   from ins;
 
   -- 4. Summaries follow in the background, one job per row, attributed to the row's agent.
@@ -315,10 +392,15 @@ begin
   foreach v_contact in array coalesce(v_refresh, '{}') loop
     perform cortex.request_context_refresh(v_tenant, v_contact, 'interaction');
   end loop;
+  -- 5. The touched contacts' rendered levels are dropped and rendered by the worker, not at
+  --    commit (about 1 ms a contact, more than the rows themselves); reads assemble until then.
+  if v_touched is not null then
+    perform cortex.defer_context_render(v_touched, 'import');
+  end if;
 
   return jsonb_build_object('received', v_total, 'inserted', v_inserted, 'duplicates', v_valid - v_inserted,
                             'failed', v_total - v_valid, 'summaries_queued', v_queued, 'errors', v_errors);
 end $$;
 comment on function public.import_interactions(jsonb) is
-  'Backfill: stores an array of interactions (each with external_id and occurred_at; contact by contact_id or contact_email) in one call. Idempotent by (contact, type, external_id). A bad item is reported in errors as {index, field, message} and writes nothing; the others are stored with analysis pending and one summarise job each. Returns {received, inserted, duplicates, failed, summaries_queued, errors}.';
+  'Backfill: stores an array of interactions (each with external_id and occurred_at; contact by contact_id or contact_email) in one call. Idempotent by (contact, type, external_id). A bad item is reported in errors as {index, field, message} and writes nothing; the others are stored with analysis pending and one summarise job each. The touched contacts'' rendered context levels are rendered by a render_contexts job afterwards (cortex.defer_context_render; reads assemble until then). Returns {received, inserted, duplicates, failed, summaries_queued, errors}.';
 grant execute on function public.import_interactions(jsonb) to authenticated;

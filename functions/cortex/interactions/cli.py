@@ -7,7 +7,9 @@ import json
 import sys
 import time
 import uuid
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -157,7 +159,7 @@ CSV_FIELDS = (
 @dataclass
 class _Record:
     number: int  # 1-based: JSONL line, CSV data row (the header not counted)
-    item: Any  # the item, or service.Unsendable when the record cannot be read
+    item: Any  # the item, or backfill.Unsendable when the record cannot be read
     end: int  # bytes of the file read up to the end of this record
 
 
@@ -169,7 +171,7 @@ def _lines(stream: IO[bytes]) -> Iterator[tuple[str, int]]:
 
 
 def _jsonl_records(stream: IO[bytes]) -> Iterator[_Record]:
-    from cortex.interactions.service import Unsendable
+    from cortex.interactions.backfill import Unsendable
 
     for number, (line, end) in enumerate(_lines(stream), start=1):
         if not line.strip():
@@ -195,7 +197,7 @@ def _csv_cell(column: str, cell: str) -> Any:
 
 
 def _csv_records(stream: IO[bytes]) -> Iterator[_Record]:
-    from cortex.interactions.service import Unsendable
+    from cortex.interactions.backfill import Unsendable
 
     lines = _lines(stream)
     end = [0]
@@ -288,8 +290,10 @@ def _write_checkpoint(path: Path, next_record: int, totals: dict[str, Any]) -> N
               help="First record to send (JSONL: line number; CSV: data row after the header).")  # fmt: skip
 @click.option("--restart", is_flag=True, help="Ignore the checkpoint file and start from the first record.")
 @click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
+@click.option("--parallel", type=click.IntRange(1, 8), default=2, show_default=True,
+              help="Batches in flight at once, each on its own connection.")  # fmt: skip
 def import_interactions(
-    file: Path, fmt: str, batch_size: int, resume_from: int | None, restart: bool, no_progress: bool
+    file: Path, fmt: str, batch_size: int, resume_from: int | None, restart: bool, no_progress: bool, parallel: int
 ) -> None:
     """Import interactions from FILE (JSON lines or CSV) in batches (import_interactions).
 
@@ -297,7 +301,7 @@ def import_interactions(
     a re-run inserts nothing twice. After each batch a checkpoint (FILE.cortex-import) records
     where to go on, so an interrupted import resumes there; it is removed when the file is done.
     Bad records are listed (record number, field, message) and skipped; the exit code is then 1."""
-    from cortex.interactions import service as interactions_svc
+    from cortex.interactions import backfill
 
     state = current_state()
     claims = state.claims()
@@ -311,8 +315,19 @@ def import_interactions(
     errors: list[dict[str, Any]] = []
     size = file.stat().st_size
 
-    def send(batch: list[_Record], bar: Any) -> None:
-        result = interactions_svc.import_interactions(claims, [r.item for r in batch])
+    def batches(stream: IO[bytes]) -> Iterator[list[_Record]]:
+        batch: list[_Record] = []
+        for record in records(stream):
+            if record.number < start:
+                continue
+            batch.append(record)
+            if len(batch) >= batch_size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    def settle(batch: list[_Record], result: dict[str, Any], bar: Any) -> None:
         for key in totals:
             totals[key] += int(result.get(key) or 0)
         for e in result["errors"]:
@@ -322,20 +337,24 @@ def import_interactions(
 
     show = not no_progress and not state.as_json
     started = time.perf_counter()
+    # Up to `parallel` batches are stored at once (the database works on one per connection, and
+    # the next batch is read meanwhile); results are settled in file order, so the checkpoint
+    # only ever moves past batches that are stored, as do the counts and the progress bar. Two
+    # batches naming the same contact queue on its row lock; a re-sent batch is all duplicates.
+    in_flight: deque[tuple[list[_Record], Future[dict[str, Any]]]] = deque()
     with (
         open(file, "rb") as stream,
         click.progressbar(length=size, label=f"importing {file.name}", file=sys.stderr, hidden=not show) as bar,
+        ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="cortex-import") as pool,
     ):
-        batch: list[_Record] = []
-        for record in records(stream):
-            if record.number < start:
-                continue
-            batch.append(record)
-            if len(batch) >= batch_size:
-                send(batch, bar)
-                batch = []
-        if batch:
-            send(batch, bar)
+        for batch in batches(stream):
+            in_flight.append((batch, pool.submit(backfill.import_interactions, claims, [r.item for r in batch])))
+            if len(in_flight) >= parallel:
+                done, future = in_flight.popleft()
+                settle(done, future.result(), bar)
+        while in_flight:
+            done, future = in_flight.popleft()
+            settle(done, future.result(), bar)
         bar.update(size - bar.pos)
     seconds = time.perf_counter() - started
     _checkpoint_path(file).unlink(missing_ok=True)

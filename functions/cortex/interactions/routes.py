@@ -8,7 +8,7 @@ from starlette.concurrency import run_in_threadpool
 
 from cortex import db
 from cortex.errors import CortexError
-from cortex.interactions import service
+from cortex.interactions import backfill, service
 from cortex.interactions.models import (
     ImportResult,
     InteractionCreate,
@@ -59,17 +59,17 @@ def parse_import_body(raw: bytes, content_type: str) -> Any:
         if not isinstance(data, list):
             raise CortexError(422, "validation_error", "body: send a JSON array of interactions (or JSON lines "
                               "with Content-Type: application/x-ndjson)", "body")  # fmt: skip
-        return [service.unsendable_if_nul(item) for item in data]
+        return [backfill.unsendable_if_nul(item) for item in data]
     items: list[Any] = []
     for line in raw.split(b"\n"):
         if not line.strip():
-            items.append(service.BLANK)
+            items.append(backfill.BLANK)
             continue
         try:
-            items.append(service.unsendable_if_nul(parse_json(line)))
+            items.append(backfill.unsendable_if_nul(parse_json(line)))
         except CortexError as exc:
-            items.append(service.Unsendable("item", exc.message.replace("request body", "line")))
-    while items and items[-1] is service.BLANK:
+            items.append(backfill.Unsendable("item", exc.message.replace("request body", "line")))
+    while items and items[-1] is backfill.BLANK:
         items.pop()
     if not items:
         raise CortexError(400, "malformed_json", "request body is empty; send JSON lines", "body")
@@ -90,4 +90,4 @@ def parse_import_body(raw: bytes, content_type: str) -> Any:
 async def import_interactions(call: Call) -> Reply:
     """Imports one batch of interactions with one SQL call."""
     items = call.body_as(InteractionImport).root
-    return Reply(200, await service.aimport_interactions(call.claims, items))
+    return Reply(200, await backfill.aimport_interactions(call.claims, items))
