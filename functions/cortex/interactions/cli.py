@@ -284,7 +284,7 @@ def _write_checkpoint(path: Path, next_record: int, totals: dict[str, Any]) -> N
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["auto", "jsonl", "csv"]), default="auto", show_default=True,
               help="auto: csv for *.csv, else JSON lines.")  # fmt: skip
-@click.option("--batch-size", type=click.IntRange(1, 5000), default=250, show_default=True,
+@click.option("--batch-size", type=click.IntRange(1, 5000), default=1000, show_default=True,
               help="Interactions per SQL call (one transaction each).")  # fmt: skip
 @click.option("--resume-from", type=click.IntRange(min=1),
               help="First record to send (JSONL: line number; CSV: data row after the header).")  # fmt: skip
