@@ -181,8 +181,9 @@ def get_embedder() -> Embedder | None:
         if _loaded:
             return _embedder
         if _failure is not None:
-            # A model that did not load will not load on the next request either; say so fast.
-            raise _failure
+            # A model that did not load will not load on the next request either: say so fast
+            # (a new exception each time; re-raising the same one would grow its traceback).
+            raise EmbeddingError(str(_failure)) from _failure
         try:
             embedder = None if _provider() == "none" else _load_local()
         except EmbeddingError as e:
