@@ -121,9 +121,13 @@ def model_name(model: str) -> str:
 
 def thread_count() -> int:
     """torch's intra-op threads: `CORTEX_EMBEDDING_THREADS`, else the cores this process may run on.
-    torch's own default counts the host's physical cores, which in a container with a CPU limit is
-    more than it gets; extra threads spin and take CPU from the event loop and PostgreSQL. `cortex
-    serve` sets the variable to cores / workers so its processes do not oversubscribe the cores."""
+
+    Why a limit: torch's own default counts the host's physical cores, which in a container can be
+    more than it gets. Threads help only on idle cores: each operation waits for its slowest
+    thread, so with the cores busy (PostgreSQL, the API) more threads are slower, not faster
+    (docs/benchmarks.md, "Embeddings": 274 ms against 44 ms per text at load 7 with 2 threads
+    against 1), and spinning threads take CPU from the others. `cortex serve` sets the variable
+    to cores / workers so that its processes together use each core once."""
     configured = get_settings().embedding_threads
     if configured > 0:
         return configured
