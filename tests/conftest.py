@@ -240,7 +240,9 @@ def running_server(command: Sequence[str], port: int, env: dict[str, str], log_p
         proc = subprocess.Popen(list(command), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         base = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 30
+            # `cortex serve` workers load the embedding model before they listen: 5-10 s each on
+            # 2 cores, over 30 s when torch's files are not in the page cache yet.
+            deadline = time.monotonic() + 90
             while True:
                 try:
                     if httpx.get(f"{base}/health", timeout=1).status_code == 200:
@@ -248,7 +250,7 @@ def running_server(command: Sequence[str], port: int, env: dict[str, str], log_p
                 except httpx.TransportError:
                     pass
                 assert proc.poll() is None, log_path.read_text()
-                assert time.monotonic() < deadline, "server did not start within 30 s"
+                assert time.monotonic() < deadline, "server did not start within 90 s"
                 time.sleep(0.2)
             yield base
         finally:

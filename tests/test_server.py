@@ -3,7 +3,10 @@ workers with Cortex's protocol limits) on a loopback port, driven over raw socke
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import Tenant, cortex_serve
+from tests.conftest import Tenant, cortex_serve, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAD_TIMEOUT = 2.0
@@ -123,3 +126,14 @@ def test_a_chunked_body_over_the_limit_is_refused_while_it_streams(server: str, 
     assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
     assert b'"field": "body"' in answer or b'"field":"body"' in answer
     assert sent < 16 * 1024 * 1024  # refused near the 8 MiB limit, not after 64 MiB
+
+
+def test_serve_stops_at_start_when_the_embedding_model_does_not_load(tmp_path: Path) -> None:
+    # Each worker loads the model before it listens: a bad setting is reported at start, not by
+    # every search later.
+    env = {**os.environ, "CORTEX_EMBEDDINGS": "local", "CORTEX_EMBEDDING_MODEL": str(tmp_path / "missing")}
+    cortex = Path(sys.executable).parent / "cortex"
+    command = [str(cortex), "serve", "--host", "127.0.0.1", "--port", str(free_port()), "--workers", "1"]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "CORTEX_EMBEDDING_MODEL" in done.stderr and "Worker failed to boot" in done.stderr

