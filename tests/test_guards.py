@@ -52,6 +52,9 @@ def world(tenant: Tenant, as_agent: AsAgent, admin: Any, contact: dict[str, Any]
         "insert into cortex.alerts (tenant_id, kind, message) values (%s, 'probe', 'probe alert')", (tenant.id,)
     )
     admin.execute("select cortex.job_handoff_reminders(now())")  # a schedule_runs row per tenant
+    admin.execute("select cortex.fold_graph_changes()")  # a graph_versions row; the write below adds a change
+    with as_agent(tenant, "luna") as conn:
+        call(conn, "log_interaction", contact_id=contact["id"], type="note", subject="after the fold")
     return {
         "tenant": tenant.id,
         "contact": contact["id"],

@@ -11,6 +11,7 @@ import pytest
 
 from cortex import llm
 from cortex.contacts import models as contacts
+from cortex.graph import models as graph
 from cortex.handoffs import models as handoffs
 from cortex.interactions import models as interactions
 from cortex.usage import budget
@@ -31,6 +32,14 @@ PARITY: dict[str, Any] = {
     "usage_periods": usage.UsageSummaryQuery.model_fields["period"].annotation,
     "budget_recommendations": usage.BudgetCheck.model_fields["recommendation"].annotation,
     "reservation_actions": budget.Action,
+    "memory_kinds": graph.MemoryKind,
+    "entity_kinds": graph.EntityKind,
+    "node_kinds": graph.NodeKind,
+    "edge_relations": graph.Relation,
+    "memory_statuses": graph.MemoryStatus,
+    "memory_visibilities": graph.Visibility,
+    "index_statuses": graph.IndexStatus,
+    "node_ref_kinds": graph.NodeRefKind,
 }
 # Vocabularies with no Python Literal (yet): still defined once in SQL and used by their CHECKs.
 SQL_ONLY = ("agent_roles", "queue_statuses", "alert_severities", "outbox_statuses")
@@ -51,6 +60,12 @@ CHECKED_BY: dict[str, tuple[str, str]] = {
     "alert_severities": ("alerts", "severity"),
     "outbox_statuses": ("outbox", "status"),
     "reservation_actions": ("token_reservations", "action"),
+    "node_kinds": ("memory_nodes", "kind"),
+    "edge_relations": ("memory_edges", "relation"),
+    "memory_statuses": ("memory_nodes", "status"),
+    "memory_visibilities": ("memory_nodes", "visibility"),
+    "index_statuses": ("memory_nodes", "embed_status"),
+    "node_ref_kinds": ("memory_nodes", "ref_kind"),
 }
 
 
