@@ -35,6 +35,7 @@ from cortex.alerts import routes as alerts
 from cortex.contacts import routes as contacts
 from cortex.context import routes as context
 from cortex.errors import CortexError
+from cortex.graph import routes as graph
 from cortex.handoffs import routes as handoffs
 from cortex.interactions import routes as interactions
 from cortex.notifications import routes as notifications
@@ -60,6 +61,7 @@ ROUTERS: tuple[Router, ...] = (
     usage.router,
     alerts.router,
     notifications.router,
+    graph.router,
     health.router,
     meta,
 )

@@ -23,6 +23,7 @@ from cortex.console import FUNCTIONS_DIR, CortexGroup, State, current_state, emi
 from cortex.contacts.cli import contacts
 from cortex.context.cli import context
 from cortex.demo import DEFAULT_KEYS_FILE, load_demo, use_database
+from cortex.graph.cli import graph
 from cortex.handoffs.cli import handoffs
 from cortex.interactions.cli import import_interactions, interactions
 from cortex.migrate import migrate as run_migrations
@@ -111,6 +112,7 @@ for group in (tenants, agents, keys, contacts, interactions, context, handoffs, 
     main.add_command(group)
 main.add_command(webhooks)  # notifications' endpoints, a group of their own
 main.add_command(alerts)
+main.add_command(graph)  # the memory graph (issue 13)
 main.add_command(import_interactions)  # `cortex import FILE`: the interactions' backfill, a root-level command
 
 
