@@ -233,6 +233,10 @@ def test_a_permanent_end_spares_an_edge_from_decay(
     with as_agent(tenant, "luna") as conn:
         result = _traverse(conn, [world["D"]], depth=1, direction="out")
     assert _walked(result, world) == [("E", 1)] and result["nodes"][0]["score"] == pytest.approx(1.0)
+    assert [e["current_weight"] for e in result["edges"]] == [pytest.approx(1.0)]
+    with as_agent(tenant, "luna") as conn:  # from the permanent end as a start node too
+        back = _traverse(conn, [world["E"]], depth=1, direction="in")
+    assert [e["current_weight"] for e in back["edges"]] == [pytest.approx(1.0)]
 
 
 def test_each_request_records_access_once_per_returned_node(

@@ -97,7 +97,7 @@ create or replace function cortex.graph_walk(
   p_min_weight real, p_strategy text, p_limit int, p_at timestamptz default now(),
   p_min_importance real default null
 ) returns table (node_id uuid, depth int, score real, via_node uuid, via_relation text)
-language plpgsql stable set search_path = '' as $$
+language plpgsql stable rows 50 set search_path = '' as $$
 #variable_conflict use_column
 declare
   -- Edges read per node and direction: a hub (an agent's entity node mentioned by every
@@ -339,8 +339,12 @@ declare
   v_starts uuid[];
   v_missing uuid;
   v_ids uuid[];
+  v_depths int[];
+  v_scores real[];
   v_vias uuid[];
   v_rels text[];
+  v_permanent uuid[];
+  v_found_permanent uuid[];
   v_nodes jsonb;
   v_edges jsonb;
 begin
@@ -362,33 +366,58 @@ begin
   select s.id into v_missing from unnest(v_starts) s (id)
   where not exists (select from cortex.memory_nodes n where n.tenant_id = v_tenant and n.id = s.id)
   limit 1;
+  -- Permanent nodes among the ends of the answer's edges (an edge touching one never decays).
+  v_permanent := array(select n.id from cortex.memory_nodes n
+                       where n.tenant_id = v_tenant and n.id = any (v_starts) and n.permanent);
   if v_missing is not null then
     raise exception 'memory % not found', v_missing using errcode = 'P0002', column = 'start_ids',
       hint = 'a start node must be a memory or entity node of this tenant that this agent can see';
   end if;
   v_settings := cortex.memory_config(v_tenant);
 
-  select coalesce(array_agg(w.node_id order by w.ord), '{}'),
-         coalesce(array_agg(w.via_node order by w.ord), '{}'),
-         coalesce(array_agg(w.via_relation order by w.ord), '{}'),
-         coalesce(jsonb_agg(jsonb_build_object(
-           'memory', cortex.memory_node_json(n), 'depth', w.depth, 'score', w.score,
-           'via_node', w.via_node, 'via_relation', w.via_relation) order by w.ord), '[]')
-  into v_ids, v_vias, v_rels, v_nodes
+  select coalesce(array_agg(w.node_id order by w.ord), '{}'), coalesce(array_agg(w.depth order by w.ord), '{}'),
+         coalesce(array_agg(w.score order by w.ord), '{}'), coalesce(array_agg(w.via_node order by w.ord), '{}'),
+         coalesce(array_agg(w.via_relation order by w.ord), '{}')
+  into v_ids, v_depths, v_scores, v_vias, v_rels
   from cortex.graph_walk(
          v_tenant, v_starts, traverse_graph.depth, traverse_graph.direction, traverse_graph.relations,
          traverse_graph.kinds, coalesce(traverse_graph.min_weight, v_settings.min_weight), traverse_graph.strategy,
          traverse_graph."limit", now(), v_settings.min_importance
-       ) with ordinality w (node_id, depth, score, via_node, via_relation, ord)
-  join cortex.memory_nodes n on n.tenant_id = v_tenant and n.id = w.node_id;
+       ) with ordinality w (node_id, depth, score, via_node, via_relation, ord);
 
-  -- The edges the nodes were reached by (both, when 'both' found the relation either way).
-  select coalesce(jsonb_agg(cortex.memory_edge_json(e) order by r.ord, e.source_id), '[]')
+  -- Primary-key lookups per returned node (the walk's answer is small; a join would be planned for
+  -- the whole tenant).
+  select coalesce(jsonb_agg(jsonb_build_object(
+           'memory', cortex.memory_node_json(n), 'depth', r.depth, 'score', r.score,
+           'via_node', r.via, 'via_relation', r.rel) order by r.ord), '[]'),
+         coalesce(array_agg(n.id) filter (where n.permanent), '{}')
+  into v_nodes, v_found_permanent
+  from unnest(v_ids, v_depths, v_scores, v_vias, v_rels) with ordinality r (id, depth, score, via, rel, ord)
+  cross join lateral (select * from cortex.memory_nodes n where n.tenant_id = v_tenant and n.id = r.id offset 0) n;
+
+  v_permanent := v_permanent || v_found_permanent;
+  -- The edges the nodes were reached by (both, when 'both' found the relation either way),
+  -- as cortex.memory_edge_json renders them, with the ends' permanent flags at hand.
+  select coalesce(jsonb_agg(jsonb_build_object(
+           'source_id', e.source_id, 'target_id', e.target_id, 'relation', e.relation, 'weight', e.weight,
+           'current_weight', cortex.decayed_weight(e.weight, e.last_reinforced_at, v_settings.half_life_days,
+                                                   e.permanent, now()),
+           'created_at', e.created_at, 'last_reinforced_at', e.last_reinforced_at, 'created_by', e.created_by,
+           'metadata', e.metadata) order by r.ord, e.source_id), '[]')
   into v_edges
   from unnest(v_ids, v_vias, v_rels) with ordinality r (id, via, rel, ord)
-  join cortex.memory_edges e on e.tenant_id = v_tenant and e.relation = r.rel
-   and ((traverse_graph.direction <> 'in' and e.source_id = r.via and e.target_id = r.id)
-        or (traverse_graph.direction <> 'out' and e.source_id = r.id and e.target_id = r.via));
+  cross join lateral (
+    select e.*, (r.id = any (v_permanent) or r.via = any (v_permanent)) as permanent
+    from (
+      select e.* from cortex.memory_edges e
+      where traverse_graph.direction <> 'in' and e.tenant_id = v_tenant and e.source_id = r.via
+        and e.relation = r.rel and e.target_id = r.id
+      union all
+      select e.* from cortex.memory_edges e
+      where traverse_graph.direction <> 'out' and e.tenant_id = v_tenant and e.source_id = r.id
+        and e.relation = r.rel and e.target_id = r.via
+    ) e
+  ) e;
 
   perform cortex.record_access(v_tenant, v_ids);
   return jsonb_build_object('nodes', v_nodes, 'edges', v_edges);
