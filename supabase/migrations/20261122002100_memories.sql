@@ -335,6 +335,12 @@ begin
         end if;
       end if;
       if cardinality(v_old) > 0 then
+        -- Without an explicit valid_from, a version is valid from its write: never before the one it
+        -- replaces, even when that one's transaction began later (concurrent writers of a slot).
+        if p_valid_from is null then
+          v_valid_from := greatest(now(), (select max(n.valid_from) from cortex.memory_nodes n
+                                           where n.tenant_id = p_tenant_id and n.id = any (v_old)));
+        end if;
         if exists (select from cortex.memory_nodes n
                    where n.tenant_id = p_tenant_id and n.id = any (v_old) and n.valid_from > v_valid_from) then
           raise exception 'valid_from is before that of the memory it supersedes'

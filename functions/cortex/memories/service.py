@@ -13,10 +13,14 @@ Claims = Mapping[str, Any]
 
 
 def sql_args(fields: Mapping[str, Any]) -> dict[str, Any]:
-    """Arguments for the SQL functions: links (a list of objects) travel as one jsonb value."""
+    """Arguments for the SQL functions: links (a list of objects) travel as one jsonb value, and
+    importance and confidence as `real` (a Python float is a double, which SQL will not narrow)."""
     args = dict(fields)
     if args.get("links") is not None:
-        args["links"] = Jsonb(list(args["links"]))
+        args["links"] = Jsonb(args["links"])
+    for name in ("importance", "confidence"):
+        if args.get(name) is not None:
+            args[name] = db.typed(args[name], "real")
     return args
 
 
