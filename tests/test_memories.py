@@ -113,7 +113,7 @@ def test_the_content_hash_helper_equals_the_generated_column(as_agent: AsAgent, 
         "select count(*) filter (where content_hash <> cortex.memory_content_hash(title, body)) as bad, count(*) as n "
         "from cortex.memory_nodes where ref_kind is null"
     ).fetchone()
-    assert rows is not None and rows["n"] > 2 and rows["bad"] == 0
+    assert rows is not None and rows["n"] == 2 and rows["bad"] == 0
 
 
 # --- de-duplication -----------------------------------------------------------------------------
