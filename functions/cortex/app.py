@@ -38,6 +38,7 @@ from cortex.errors import CortexError
 from cortex.graph import routes as graph
 from cortex.handoffs import routes as handoffs
 from cortex.interactions import routes as interactions
+from cortex.memories import routes as memories
 from cortex.notifications import routes as notifications
 from cortex.routing import API_PREFIX, Call, RawJSON, Reply, Route, Router, parse_json, read_body, validate
 from cortex.usage import routes as usage
@@ -62,6 +63,7 @@ ROUTERS: tuple[Router, ...] = (
     alerts.router,
     notifications.router,
     graph.router,
+    memories.router,
     health.router,
     meta,
 )

@@ -1,0 +1,2 @@
+"""Memories: the write and read API of the memory graph (remember, get, list, update, supersede,
+forget; de-duplication and supersession on write); `/api/v1/memories`, `cortex memories`."""
