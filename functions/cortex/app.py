@@ -37,6 +37,7 @@ from cortex.context import routes as context
 from cortex.errors import CortexError
 from cortex.handoffs import routes as handoffs
 from cortex.interactions import routes as interactions
+from cortex.memories import search as memory_search
 from cortex.notifications import routes as notifications
 from cortex.routing import API_PREFIX, Call, RawJSON, Reply, Route, Router, parse_json, read_body, validate
 from cortex.usage import routes as usage
@@ -60,6 +61,7 @@ ROUTERS: tuple[Router, ...] = (
     usage.router,
     alerts.router,
     notifications.router,
+    memory_search.router,
     health.router,
     meta,
 )

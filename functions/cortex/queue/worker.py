@@ -14,6 +14,12 @@ Adding a kind of job: write `handler(conn, tenant_id, payload) -> dict` and regi
 `@register("kind")` (or `HANDLERS["kind"] = handler`); the returned dict is stored as the job's
 result. Handlers must be idempotent: a job whose worker died mid-way runs again.
 
+Work that keeps its own queue (rows that carry their own status and lease, such as memory nodes
+waiting for their embedding) registers a sweep instead: `@register_sweep("name")` on
+`sweep(conn, worker_id, stop) -> int` (how many items it handled). The loop runs every sweep after
+each round of jobs, and sleeps only when neither jobs nor sweeps found work. A sweep that raises is
+logged and tried again next round; it must claim its items under a lease of its own.
+
     python -m cortex.queue.worker [--once] [--batch N] [--worker-id ID]
 """
 
@@ -47,14 +53,18 @@ from cortex.shutdown import signals_set, wait_for_notify
 
 __all__ = [
     "HANDLERS",
+    "SWEEPS",
     "Handler",
+    "Sweep",
     "UnknownJobKind",
     "default_worker_id",
     "describe_error",
     "main",
     "register",
+    "register_sweep",
     "run",
     "run_once",
+    "run_sweeps",
 ]
 
 log = logging.getLogger("cortex.worker")
@@ -63,6 +73,11 @@ Handler = Callable[[psycopg.Connection[Any], str, dict[str, Any]], dict[str, Any
 
 #: Job kind -> handler(conn, tenant_id, payload) -> result.
 HANDLERS: dict[str, Handler] = {}
+
+Sweep = Callable[[psycopg.Connection[Any], str, threading.Event], int]
+
+#: Sweep name -> sweep(conn, worker_id, stop) -> items handled (work with a queue of its own).
+SWEEPS: dict[str, Sweep] = {}
 
 _KIND = re.compile(r"^[a-z_]+$")  # the same rule as the jobs table's check constraint
 _MAX_ERROR_CHARS = 4000
@@ -98,10 +113,23 @@ def register(kind: str) -> Callable[[Handler], Handler]:
     return decorate
 
 
+def register_sweep(name: str) -> Callable[[Sweep], Sweep]:
+    """Decorator registering a sweep (see the module docstring); a name has exactly one sweep."""
+
+    def decorate(sweep: Sweep) -> Sweep:
+        existing = SWEEPS.get(name)
+        if existing is not None and existing is not sweep:
+            raise ValueError(f"sweep {name!r} already registered ({existing.__qualname__})")
+        SWEEPS[name] = sweep
+        return sweep
+
+    return decorate
+
+
 # --- handlers ------------------------------------------------------------------------------------
 
-# Each capability registers its job kinds in its own `jobs` module; the worker loads these.
-JOB_MODULES = ("cortex.interactions.jobs", "cortex.context.jobs")
+# Each capability registers its job kinds (and sweeps) in its own `jobs` module; the worker loads these.
+JOB_MODULES = ("cortex.interactions.jobs", "cortex.context.jobs", "cortex.memories.jobs")
 
 
 def load_handlers() -> dict[str, Handler]:
@@ -308,6 +336,26 @@ def _run_job(
     )
 
 
+def run_sweeps(conn: psycopg.Connection[Any], worker_id: str, stop: threading.Event | None = None) -> int:
+    """Runs every registered sweep once on the autocommit connection `conn`; returns the items
+    they handled. A sweep that raises is logged, not fatal: the jobs go on, and it runs again."""
+    load_handlers()
+    stop = stop or threading.Event()
+    handled = 0
+    for name, sweep in list(SWEEPS.items()):
+        if stop.is_set():
+            break
+        try:
+            handled += sweep(conn, worker_id, stop)
+        except psycopg.OperationalError:
+            raise  # the connection is gone: the loop reconnects
+        except Exception as exc:
+            log.error("sweep %s failed: %s", name, describe_error(exc))
+            if not _usable(conn):
+                conn.rollback()
+    return handled
+
+
 def _hand_back(conn: psycopg.Connection[Any], worker_id: str, jobs: Sequence[dict[str, Any]]) -> None:
     db.call(
         conn,
@@ -333,7 +381,8 @@ def _serve(worker_id: str, once: bool, batch: int, stop: threading.Event, on_con
         while not stop.is_set():
             ran = run_once(conn, worker_id, batch, settings.job_lease_seconds, stop=stop)
             processed += ran
-            if ran == 0:
+            swept = 0 if stop.is_set() else run_sweeps(conn, worker_id, stop)
+            if ran == 0 and swept == 0:
                 if once:
                     break
                 wait_for_notify(conn, settings.worker_poll_seconds, stop)
@@ -343,10 +392,11 @@ def _serve(worker_id: str, once: bool, batch: int, stop: threading.Event, on_con
 def run(
     worker_id: str | None = None, *, once: bool = False, batch: int = 10, stop: threading.Event | None = None
 ) -> int:
-    """Runs jobs until `stop` is set or SIGTERM/SIGINT arrives; returns how many jobs it ran.
+    """Runs jobs, and the sweeps after each round, until `stop` is set or SIGTERM/SIGINT arrives;
+    returns how many jobs it ran.
 
     Idle, it LISTENs on cortex_jobs and wakes on a NOTIFY (or every settings.worker_poll_seconds).
-    With `once`, it returns as soon as no job is due. A lost database connection is retried
+    With `once`, it returns as soon as no job is due and no sweep finds work. A lost database connection is retried
     with backoff (up to 30 s); with `once` it is raised instead.
     """
     worker_id = worker_id or default_worker_id()
