@@ -72,9 +72,7 @@ def _use(provider: pytest.MonkeyPatch, **env: str) -> None:
 # --- embeddings ----------------------------------------------------------------------------------
 
 
-def test_the_worker_embeds_pending_nodes_with_the_real_model_in_batches(
-    admin: Any, tenant: Tenant, queue: Any
-) -> None:
+def test_the_worker_embeds_pending_nodes_with_the_real_model_in_batches(admin: Any, tenant: Tenant, queue: Any) -> None:
     a = _insert(admin, tenant, "The customer prefers email", "Never call before noon.")
     assert _node(admin, a)["embed_status"] == "pending"  # the write returned at once
     assert _drain(queue) >= 7  # the memory and the tenant's agent nodes
@@ -331,6 +329,9 @@ def test_the_model_check_respects_the_budget(admin: Any, tenant: Tenant, queue: 
     assert claude.requests == []  # over budget: no model call
     assert [(s, t) for s, t, _ in _edges(admin, "contradicts")] == [(newer, older)]  # the heuristic still ran
     assert admin.execute("select count(*) as n from cortex.token_reservations").fetchone()["n"] == 0
-    assert admin.execute(
-        "select count(*) as n from cortex.token_usage where operation = 'contradiction_check'"
-    ).fetchone()["n"] == 0
+    assert (
+        admin.execute(
+            "select count(*) as n from cortex.token_usage where operation = 'contradiction_check'"
+        ).fetchone()["n"]
+        == 0
+    )
