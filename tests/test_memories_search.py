@@ -51,7 +51,7 @@ def world(admin: Any, tenant: Tenant, contact: dict[str, Any], dsn: str) -> Iter
             tags=["channel", "john"],
             contact_id=contact["id"],
             kind="preference",
-        ),  # fmt: skip
+        ),
         "invoice": _insert(
             admin,
             tenant,
@@ -59,7 +59,7 @@ def world(admin: Any, tenant: Tenant, contact: dict[str, Any], dsn: str) -> Iter
             tags=["billing"],
             kind="decision",
             source_agent="mia",
-        ),  # fmt: skip
+        ),
         "shipping": _insert(admin, tenant, "Orders ship from the Rotterdam warehouse", tags=["logistics"]),
         "lids": _insert(
             admin,
@@ -68,7 +68,7 @@ def world(admin: Any, tenant: Tenant, contact: dict[str, Any], dsn: str) -> Iter
             body="John Smith orders 5,000 a quarter.",
             tags=["john"],
             contact_id=contact["id"],
-        ),  # fmt: skip
+        ),
         "private": _insert(admin, tenant, "My private note about email etiquette", visibility="private"),
     }
     _index(dsn)
