@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -183,11 +184,23 @@ def test_inserting_nodes_wakes_the_worker_with_an_empty_signal(dsn: str, admin: 
     assert [n.payload for n in got] == [""]
 
 
-def test_the_worker_loop_runs_the_index_sweep_after_its_jobs(admin: Any, tenant: Tenant) -> None:
-    a = _insert(admin, tenant, "Indexed by the worker loop")
+def test_the_sweep_loop_beside_the_job_loop_indexes_what_is_pending(admin: Any, tenant: Tenant) -> None:
+    a = _insert(admin, tenant, "Indexed by the worker's sweep loop")
+    assert worker.run("solo", once=True) == 0  # the job loop does not wait for embeddings
+    assert _node(admin, a)["link_status"] == "pending"
     assert "memory_index" in worker.SWEEPS
-    assert worker.run("solo", once=True) == 0  # no job ran; the sweep did
+    assert worker.run_sweep_loop("solo", once=True) >= 7  # the memory and the agents' nodes
     assert _node(admin, a)["link_status"] == "done"
+
+
+def test_a_stopping_sweep_loop_ends_between_batches(admin: Any, tenant: Tenant) -> None:
+    _insert(admin, tenant, "Left for the next worker")
+    stop = threading.Event()
+    stop.set()
+    thread = worker.start_sweeps_in_background(stop, "stopping")
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    assert admin.execute("select count(*) as n from cortex.memory_nodes where embed_status = 'pending'").fetchone()["n"]
 
 
 # --- de-duplication and links ---------------------------------------------------------------------

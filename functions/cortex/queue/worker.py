@@ -16,9 +16,13 @@ result. Handlers must be idempotent: a job whose worker died mid-way runs again.
 
 Work that keeps its own queue (rows that carry their own status and lease, such as memory nodes
 waiting for their embedding) registers a sweep instead: `@register_sweep("name")` on
-`sweep(conn, worker_id, stop) -> int` (how many items it handled). The loop runs every sweep after
-each round of jobs, and sleeps only when neither jobs nor sweeps found work. A sweep that raises is
-logged and tried again next round; it must claim its items under a lease of its own.
+`sweep(conn, worker_id, stop) -> int` (how many items it handled, one batch per call). The sweep
+loop (`run_sweep_loop`, started beside the job loop by `cortex queue work`, like webhook delivery)
+runs every sweep in turn on its own connection and sleeps until a NOTIFY on cortex_jobs (or the
+poll interval) only when none found work. It runs in its own thread so that a CPU-bound sweep (an
+embedding batch, the model's first load) never delays a job, and a stop request ends it between
+batches. A sweep that raises is logged and tried again next round; it claims its items under a
+lease of its own, so a worker that dies mid-batch loses nothing.
 
     python -m cortex.queue.worker [--once] [--batch N] [--worker-id ID]
 """
@@ -64,7 +68,9 @@ __all__ = [
     "register_sweep",
     "run",
     "run_once",
+    "run_sweep_loop",
     "run_sweeps",
+    "start_sweeps_in_background",
 ]
 
 log = logging.getLogger("cortex.worker")
@@ -338,7 +344,7 @@ def _run_job(
 
 def run_sweeps(conn: psycopg.Connection[Any], worker_id: str, stop: threading.Event | None = None) -> int:
     """Runs every registered sweep once on the autocommit connection `conn`; returns the items
-    they handled. A sweep that raises is logged, not fatal: the jobs go on, and it runs again."""
+    they handled. A sweep that raises is logged, not fatal: the others go on, and it runs again."""
     load_handlers()
     stop = stop or threading.Event()
     handled = 0
@@ -351,9 +357,53 @@ def run_sweeps(conn: psycopg.Connection[Any], worker_id: str, stop: threading.Ev
             raise  # the connection is gone: the loop reconnects
         except Exception as exc:
             log.error("sweep %s failed: %s", name, describe_error(exc))
-            if not _usable(conn):
-                conn.rollback()
     return handled
+
+
+def run_sweep_loop(worker_id: str | None = None, *, once: bool = False, stop: threading.Event | None = None) -> int:
+    """Runs the sweeps until `stop` is set (with `once`: until none finds work); returns the items
+    handled. Idle, it LISTENs on cortex_jobs (an inserted memory node signals there too). A lost
+    database connection is retried with backoff (up to 30 s); with `once` it is raised instead."""
+    worker_id = worker_id or default_worker_id()
+    stop = stop or threading.Event()
+    load_handlers()
+    handled = 0
+    backoff = 1.0
+    while not stop.is_set():
+        settings = get_settings()
+        try:
+            with _connect(settings.database_url, worker_id, "sweeps") as conn:
+                conn.execute(f"listen {_LISTEN_CHANNEL}")
+                backoff = 1.0
+                while not stop.is_set():
+                    n = run_sweeps(conn, worker_id, stop)
+                    handled += n
+                    if n == 0:
+                        if once:
+                            return handled
+                        wait_for_notify(conn, settings.worker_poll_seconds, stop)
+        except psycopg.OperationalError as exc:
+            if once:
+                raise
+            log.error("sweeps: database unavailable (%s); reconnecting in %.0f s", str(exc).strip(), backoff)
+            stop.wait(backoff)
+            backoff = min(backoff * 2, 30.0)
+    return handled
+
+
+def start_sweeps_in_background(
+    stop: threading.Event, worker_id: str | None = None, *, once: bool = False
+) -> threading.Thread:
+    """Runs `run_sweep_loop` in a daemon thread that ends when `stop` is set (or, with `once`, when
+    no sweep finds work); join the thread after setting `stop`."""
+    thread = threading.Thread(
+        target=run_sweep_loop,
+        kwargs={"worker_id": worker_id, "once": once, "stop": stop},
+        name="sweeps",
+        daemon=True,
+    )
+    thread.start()
+    return thread
 
 
 def _hand_back(conn: psycopg.Connection[Any], worker_id: str, jobs: Sequence[dict[str, Any]]) -> None:
@@ -381,8 +431,7 @@ def _serve(worker_id: str, once: bool, batch: int, stop: threading.Event, on_con
         while not stop.is_set():
             ran = run_once(conn, worker_id, batch, settings.job_lease_seconds, stop=stop)
             processed += ran
-            swept = 0 if stop.is_set() else run_sweeps(conn, worker_id, stop)
-            if ran == 0 and swept == 0:
+            if ran == 0:
                 if once:
                     break
                 wait_for_notify(conn, settings.worker_poll_seconds, stop)
@@ -392,11 +441,10 @@ def _serve(worker_id: str, once: bool, batch: int, stop: threading.Event, on_con
 def run(
     worker_id: str | None = None, *, once: bool = False, batch: int = 10, stop: threading.Event | None = None
 ) -> int:
-    """Runs jobs, and the sweeps after each round, until `stop` is set or SIGTERM/SIGINT arrives;
-    returns how many jobs it ran.
+    """Runs jobs until `stop` is set or SIGTERM/SIGINT arrives; returns how many jobs it ran.
 
     Idle, it LISTENs on cortex_jobs and wakes on a NOTIFY (or every settings.worker_poll_seconds).
-    With `once`, it returns as soon as no job is due and no sweep finds work. A lost database connection is retried
+    With `once`, it returns as soon as no job is due. A lost database connection is retried
     with backoff (up to 30 s); with `once` it is raised instead.
     """
     worker_id = worker_id or default_worker_id()
