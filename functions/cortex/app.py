@@ -39,6 +39,7 @@ from cortex.graph import routes as graph
 from cortex.handoffs import routes as handoffs
 from cortex.interactions import routes as interactions
 from cortex.memories import routes as memories
+from cortex.memories import search as memory_search
 from cortex.notifications import routes as notifications
 from cortex.routing import API_PREFIX, Call, RawJSON, Reply, Route, Router, parse_json, read_body, validate
 from cortex.usage import routes as usage
@@ -64,6 +65,7 @@ ROUTERS: tuple[Router, ...] = (
     notifications.router,
     graph.router,
     memories.router,
+    memory_search.router,
     health.router,
     meta,
 )

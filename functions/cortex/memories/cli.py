@@ -11,6 +11,7 @@ import click
 
 from cortex.console import current_state, emit, json_object, key_values, table, when
 from cortex.memories import service as memories_svc
+from cortex.memories.search_cli import COMMANDS
 
 _COLUMNS = [
     ("id", "id"),
@@ -232,3 +233,8 @@ def memories_forget(memory_id: uuid.UUID, reason: str | None) -> None:
     """Forget a memory: archive it, never delete it (forget_memory)."""
     result = memories_svc.forget_memory(current_state().claims(), str(memory_id), reason)
     emit(result, lambda: click.echo(_node_text(result)))
+
+
+# Search and the index worker's commands live beside their service (search_cli.py).
+for _command in COMMANDS:
+    memories.add_command(_command)
