@@ -13,6 +13,7 @@ from cortex import llm
 from cortex.contacts import models as contacts
 from cortex.graph import models as graph
 from cortex.handoffs import models as handoffs
+from cortex.ingest import models as ingest
 from cortex.interactions import models as interactions
 from cortex.usage import budget
 from cortex.usage import models as usage
@@ -42,6 +43,9 @@ PARITY: dict[str, Any] = {
     "node_ref_kinds": graph.NodeRefKind,
     "graph_directions": graph.GraphDirection,
     "traversal_strategies": graph.TraversalStrategy,
+    "ingest_formats": ingest.IngestFormat,
+    "ingest_statuses": ingest.IngestStatus,
+    "ingest_sources": ingest.IngestSource,
 }
 # Vocabularies with no Python Literal (yet): still defined once in SQL and used by their CHECKs.
 SQL_ONLY = ("agent_roles", "queue_statuses", "alert_severities", "outbox_statuses")
@@ -68,6 +72,9 @@ CHECKED_BY: dict[str, tuple[str, str]] = {
     "memory_visibilities": ("memory_nodes", "visibility"),
     "index_statuses": ("memory_nodes", "embed_status"),
     "node_ref_kinds": ("memory_nodes", "ref_kind"),
+    "ingest_formats": ("ingest_files", "format"),
+    "ingest_statuses": ("ingest_files", "status"),
+    "ingest_sources": ("ingest_files", "source"),
 }
 
 

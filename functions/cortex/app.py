@@ -37,6 +37,7 @@ from cortex.context import routes as context
 from cortex.errors import CortexError
 from cortex.graph import routes as graph
 from cortex.handoffs import routes as handoffs
+from cortex.ingest import routes as ingest
 from cortex.interactions import routes as interactions
 from cortex.memories import routes as memories
 from cortex.memories import search as memory_search
@@ -66,6 +67,7 @@ ROUTERS: tuple[Router, ...] = (
     graph.router,
     memories.router,
     memory_search.router,
+    ingest.router,
     health.router,
     meta,
 )

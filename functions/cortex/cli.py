@@ -25,6 +25,7 @@ from cortex.context.cli import context
 from cortex.demo import DEFAULT_KEYS_FILE, load_demo, use_database
 from cortex.graph.cli import graph
 from cortex.handoffs.cli import handoffs
+from cortex.ingest.cli import ingest
 from cortex.interactions.cli import import_interactions, interactions
 from cortex.memories.cli import memories
 from cortex.migrate import migrate as run_migrations
@@ -126,6 +127,7 @@ for group in (
     main.add_command(group)
 main.add_command(webhooks)  # notifications' endpoints, a group of their own
 main.add_command(alerts)
+main.add_command(ingest)  # `cortex ingest PATH...`: files into memories, a root-level command
 main.add_command(import_interactions)  # `cortex import FILE`: the interactions' backfill, a root-level command
 
 

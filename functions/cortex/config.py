@@ -135,6 +135,8 @@ class Settings:
     embedding_model: str = field(default_factory=lambda: _env("CORTEX_EMBEDDING_MODEL", bundled_embedding_model()))
     embedding_batch: int = field(default_factory=lambda: int(float(_env("CORTEX_EMBEDDING_BATCH", "64"))))
     embedding_threads: int = field(default_factory=lambda: int(float(_env("CORTEX_EMBEDDING_THREADS", "0"))))
+    # Where Cortex keeps files: the ingest drop folder is <data_dir>/ingest (cortex.ingest.jobs).
+    data_dir: str = field(default_factory=lambda: _env("CORTEX_DATA_DIR", str(Path.home() / ".local/share/cortex")))
 
     @property
     def use_remote_llm(self) -> bool:

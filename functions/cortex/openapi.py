@@ -26,6 +26,7 @@ _ERROR_TEXT: dict[int, str] = {
     409: "Conflict with existing data (such as an email already taken) or an illegal status move",
     429: "Over the agent's daily token budget; Retry-After gives the seconds to the tenant's midnight",
     413: "Request body too large",
+    415: "Unsupported Content-Type, or a file type the route does not read",
     422: "Invalid input: `field` names the first offending input, `errors` lists all",
     500: "Unexpected failure (logged with the request id)",
     503: "The database is not reachable",

@@ -22,6 +22,8 @@ from pydantic import ValidationError
 from cortex.config import Settings, get_settings
 
 __all__ = [
+    "ChunkKind",
+    "ChunkKinds",
     "ContradictionVerdict",
     "ContradictionVerdicts",
     "GeneratedContext",
@@ -33,6 +35,7 @@ __all__ = [
     "Sentiment",
     "Signals",
     "Usage",
+    "classify_chunks",
     "extract_json_object",
     "generate_context",
     "generate_handoff_summary",
@@ -41,6 +44,8 @@ __all__ = [
 ]
 from cortex.llm import offline, prompts
 from cortex.llm.results import (
+    ChunkKind,
+    ChunkKinds,
     ContradictionVerdict,
     ContradictionVerdicts,
     GeneratedContext,
@@ -62,6 +67,7 @@ _MAX_TOKENS: dict[Operation, int] = {
     "generate_context": 800,
     "handoff_summary": 600,
     "contradiction_check": 800,
+    "ingest_classify": 1200,
 }
 
 
@@ -159,6 +165,24 @@ def judge_contradictions(
     return _remote(
         settings, model or settings.summary_model, prompt, ContradictionVerdicts, "contradiction_check", max_tokens
     )
+
+
+def classify_chunks(
+    chunks: Sequence[Mapping[str, Any]],
+    settings: Settings | None = None,
+    *,
+    model: str | None = None,
+    max_tokens: int | None = None,
+) -> tuple[ChunkKinds, Usage]:
+    """Ask the model which kind of memory each chunk of an ingested file is (ingest's
+    classification; `prompts.ingest_classification_prompt` describes a chunk). Remote only:
+    offline, SQL's keyword heuristics classify, so this raises `LLMError`. The answer is validated
+    against `ChunkKinds`; the caller keeps only kinds naming a chunk it sent."""
+    settings = settings or get_settings()
+    if not settings.use_remote_llm:
+        raise LLMError("ingest_classify: no model configured (ANTHROPIC_API_KEY)")
+    prompt = prompts.ingest_classification_prompt(chunks)
+    return _remote(settings, model or settings.summary_model, prompt, ChunkKinds, "ingest_classify", max_tokens)
 
 
 # --- local path ------------------------------------------------------------------------------

@@ -213,3 +213,31 @@ def contradiction_prompt(pairs: Sequence[Mapping[str, Any]]) -> str:
         lines.append("")
     lines.append(CONTRADICTION_JSON_INSTRUCTION)
     return "\n".join(lines)
+
+
+CLASSIFY_JSON_INSTRUCTION = (
+    "Respond with only a JSON object, no prose around it, in this shape (one entry per chunk, by its number):\n"
+    '{"kinds": [{"chunk": 0, "kind": "decision"}]}'
+)
+
+
+def ingest_classification_prompt(chunks: Sequence[Mapping[str, Any]]) -> str:
+    """Ingest's question: the kind of memory each numbered chunk of a file is. Each chunk is
+    {"title", "body", "section"}; bodies are cut at 600 characters."""
+    lines = [
+        "You are sorting chunks of an AI agent's notes (MEMORY.md, AGENTS.md, logs) into kinds of memory.",
+        "Kinds: fact (something true), decision (a choice that was made), event (something that happened at a"
+        " time), preference (what someone likes or wants), pattern (a rule, convention or lesson that recurs),"
+        " goal (something to achieve), observation (something noticed).",
+        "",
+    ]
+    for i, c in enumerate(chunks):
+        section = _text(c.get("section"))
+        head = f"Chunk {i}" + (f" (under {section[:200]})" if section else "") + f": {_text(c.get('title'))[:300]}"
+        lines.append(head)
+        body = _truncate_content(_text(c.get("body")))[:600]
+        if body:
+            lines.append(f"  {body}")
+        lines.append("")
+    lines.append(CLASSIFY_JSON_INSTRUCTION)
+    return "\n".join(lines)

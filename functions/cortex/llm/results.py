@@ -23,7 +23,9 @@ Intent = Literal[
     "feedback",
     "other",
 ]
-Operation = Literal["summarize", "generate_context", "handoff_summary", "contradiction_check"]
+Operation = Literal["summarize", "generate_context", "handoff_summary", "contradiction_check", "ingest_classify"]
+# The memory kinds a chunk may be classified as (cortex.memory_kinds(); graph.models.MemoryKind).
+ChunkKindName = Literal["fact", "decision", "event", "preference", "pattern", "goal", "observation"]
 
 
 class LLMError(Exception):
@@ -101,6 +103,24 @@ class ContradictionVerdicts(ModelResult):
     """The auto-linker's model check: a verdict per pair it was shown (pairs left out: no verdict)."""
 
     verdicts: list[ContradictionVerdict] = Field(default_factory=list, max_length=100)
+
+
+class ChunkKind(ModelResult):
+    """The model's kind for one numbered chunk of an ingested file."""
+
+    chunk: int = Field(ge=0, le=199)
+    kind: ChunkKindName
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
+
+
+class ChunkKinds(ModelResult):
+    """Ingest's model classification: a kind per chunk it was shown (chunks left out: the heuristic's)."""
+
+    kinds: list[ChunkKind] = Field(default_factory=list, max_length=200)
 
 
 @dataclass(frozen=True)
