@@ -48,6 +48,8 @@ def world(tenant: Tenant, as_agent: AsAgent, admin: Any, contact: dict[str, Any]
         call(
             conn, "cortex.reserve_tokens", p_tenant_id=tenant.id, p_agent="luna", p_operation="probe", p_input_tokens=9
         )
+        call(conn, "ingest_chunks", file_name="world.md", format="md",
+             chunks=psycopg.types.json.Jsonb([{"title": "The world holds an ingested file"}]))  # fmt: skip
     admin.execute(
         "insert into cortex.alerts (tenant_id, kind, message) values (%s, 'probe', 'probe alert')", (tenant.id,)
     )

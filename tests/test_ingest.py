@@ -17,6 +17,7 @@ from cortex.cli import main
 from cortex.config import get_settings
 from cortex.errors import CortexError
 from cortex.ingest import chunking, jobs, service
+from cortex.ingest.models import IngestFile, IngestFileList, IngestReport
 from cortex.queue.worker import SWEEPS, load_handlers
 from tests.conftest import AsAgent, Tenant
 from tests.fake_anthropic import FakeAnthropic
@@ -83,6 +84,8 @@ def _files(admin: Admin, tenant: Tenant) -> list[dict[str, Any]]:
         ("Anna hates meetings before nine", "preference"),
         ("Lesson: retries need a budget", "pattern"),
         ("Always run the tests first", "pattern"),
+        ("Never promise a delivery date", "pattern"),  # AGENTS.md's rules and conventions
+        ("Rules\nRefunds above 500 EUR need approval", "pattern"),
         ("v2 deployed to production", "event"),
         ("PR 12 merged", "event"),
         ("We noticed the queue grows on Mondays", "observation"),
@@ -362,6 +365,11 @@ def test_http_multipart_and_json_uploads(client: Any, admin: Admin, tenant: Tena
     assert "nodes" not in listed[-1]["report"]
     one = client.get(f"/api/v1/ingest/{body['file_id']}", headers=_auth(tenant)).json()
     assert len(one["report"]["nodes"]) == 6 and one["source"] == "api"
+    # The documented response models hold what the API returns.
+    IngestReport.model_validate(body)
+    IngestReport.model_validate(again.json())
+    IngestFileList.model_validate({"items": listed})
+    IngestFile.model_validate(one)
     missing = client.get("/api/v1/ingest/00000000-0000-0000-0000-000000000000", headers=_auth(tenant))
     assert missing.status_code == 404 and missing.json()["error"]["field"] == "file_id"
 

@@ -93,7 +93,8 @@ language sql immutable parallel safe set search_path = '' as $$
     when t ~ '\m(decided|decide|decides|decision|decisions|chose|chosen|choose|picked)\M' then 'decision'
     when t ~ '\m(goal|goals|target|targets|aim|aims|aiming)\M' then 'goal'
     when t ~ '\m(prefers|prefer|preferred|preference|preferences|likes|hates)\M' then 'preference'
-    when t ~ '\m(pattern|patterns|lesson|lessons|always)\M' then 'pattern'
+    -- AGENTS.md's rules and conventions are patterns too (rule, convention, never, must).
+    when t ~ '\m(pattern|patterns|lesson|lessons|always|rule|rules|convention|conventions|never|must)\M' then 'pattern'
     when t ~ '\m(happened|deployed|merged)\M' then 'event'
     when t ~ '\m(noticed|observed|observation|observations)\M' or t ~ '\msaw that\M' then 'observation'
     -- A date: ISO (2024-03-01), numeric (01/03/2024, 3.1.2024), or a month name with a day
@@ -108,7 +109,7 @@ language sql immutable parallel safe set search_path = '' as $$
   from (select lower(coalesce(p_text, '')) as t) s
 $$;
 comment on function cortex.classify_chunk(text) is
-  'The kind of memory a chunk of text is, by seed 001''s heuristics, first match wins: decided/chose/picked -> decision; goal/target/aim -> goal; prefers/likes/hates -> preference; pattern/lesson/always -> pattern; happened/deployed/merged -> event; noticed/observed/"saw that" -> observation; then a date (ISO, numeric, or a month name with a day) -> event; else fact. Whole words, case ignored.';
+  'The kind of memory a chunk of text is, by seed 001''s heuristics, first match wins: decided/chose/picked -> decision; goal/target/aim -> goal; prefers/likes/hates -> preference; pattern/lesson/always (and rule/convention/never/must: AGENTS.md''s rules) -> pattern; happened/deployed/merged -> event; noticed/observed/"saw that" -> observation; then a date (ISO, numeric, or a month name with a day) -> event; else fact. Whole words, case ignored.';
 grant execute on function cortex.classify_chunk(text) to authenticated, service_role;
 
 -- Helpers ----------------------------------------------------------------------------------------

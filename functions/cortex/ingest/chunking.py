@@ -40,6 +40,7 @@ MAX_CHUNKS = 2000
 LINES_PER_CHUNK = 20
 MAX_TITLE_CHARS = 200
 MAX_BODY_CHARS = 20000
+MAX_SECTION_CHARS = 500
 
 FORMATS: dict[str, str] = {
     ".md": "md",
@@ -160,11 +161,16 @@ def chunk(doc: Document) -> list[Chunk]:
     """The chunks of a document in its format; IngestFileError when it cannot be parsed or has
     no content or too many chunks."""
     splitters = {"md": chunk_markdown, "txt": chunk_text, "log": chunk_log, "csv": chunk_csv}
-    if doc.format in splitters:
-        chunks = splitters[doc.format](doc.text)
-    else:
-        chunks = chunk_structured(load_structured(doc), doc.format)
-    chunks = [c for part in chunks for c in _fit(part)]
+    try:
+        if doc.format in splitters:
+            chunks = splitters[doc.format](doc.text)
+        else:
+            chunks = chunk_structured(load_structured(doc), doc.format)
+        chunks = [c for part in chunks for c in _fit(part)]
+    except csv.Error as exc:
+        raise IngestFileError(doc.file_name, "unparsable", f"is not valid CSV: {exc}") from None
+    except RecursionError:
+        raise IngestFileError(doc.file_name, "unparsable", "nests too deeply to read") from None
     if not chunks:
         raise IngestFileError(doc.file_name, "empty", "has no content to ingest")
     if len(chunks) > MAX_CHUNKS:
@@ -192,15 +198,16 @@ def _fit(c: Chunk) -> Iterator[Chunk]:
     title = cut(c.title, MAX_TITLE_CHARS) or cut(c.body, MAX_TITLE_CHARS)
     if not title:
         return
+    section = cut(c.section, MAX_SECTION_CHARS) if c.section else None
     body = c.body.strip()
     if body == title:
         body = ""
     if len(body) <= MAX_BODY_CHARS:
-        yield Chunk(title, body, c.section, c.line, c.kind, c.classified_by)
+        yield Chunk(title, body, section, c.line, c.kind, c.classified_by)
         return
     parts = [body[i : i + MAX_BODY_CHARS] for i in range(0, len(body), MAX_BODY_CHARS)]
     for n, part in enumerate(parts, 1):
-        yield Chunk(cut(f"{title} (part {n})", MAX_TITLE_CHARS), part, c.section, c.line, c.kind, c.classified_by)
+        yield Chunk(cut(f"{title} (part {n})", MAX_TITLE_CHARS), part, section, c.line, c.kind, c.classified_by)
 
 
 def _first_line(text: str) -> str:
