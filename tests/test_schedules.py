@@ -31,6 +31,7 @@ EXPECTED_SCHEDULE = {
     "cortex-retention": ("45 3 * * *", "select cortex.job_retention()"),
     "cortex-fold-memory-access": ("* * * * *", "select cortex.fold_memory_access()"),
     "cortex-fold-graph-changes": ("* * * * *", "select cortex.fold_graph_changes()"),
+    "cortex-precompute-briefings": ("*/5 * * * *", "select cortex.job_precompute_briefings()"),
 }
 
 
