@@ -640,3 +640,22 @@ def test_search_memories_with_anchors_accepts_its_full_limit(
     with as_agent(tenant, "luna") as conn:
         result = call(conn, "search_memories", anchors=[world["decision"]], **{"limit": 50})
     assert world["linked_fact"] in [r["memory"]["id"] for r in result["results"]]
+
+
+def test_every_section_of_every_demo_agents_briefing_has_content(dsn: str, admin: Admin, as_agent: AsAgent) -> None:
+    from cortex import demo
+    from tests.test_supabase_layout import _apply_seed
+
+    _apply_seed(dsn)
+    row = admin.execute("select id::text from cortex.tenants where slug = %s", (demo.TENANT_SLUG,)).fetchone()
+    assert row is not None
+    top_cup = Tenant(row["id"], demo.TENANT_SLUG)
+    for name, *_ in demo.AGENTS:
+        result = brief(as_agent, top_cup, name)
+        empty = [s["title"] for s in result["sections"] if not s["items"]]
+        assert empty == [], (name, empty)
+        assert result["tokens"] <= 2000
+    precomputed = admin.execute(
+        "select agent from cortex.briefing_settings where tenant_id = %s and precompute", (top_cup.id,)
+    ).fetchall()
+    assert [r["agent"] for r in precomputed] == list(demo.PRECOMPUTE)
