@@ -418,6 +418,7 @@ def test_a_database_without_pg_cron_gets_the_job_functions_but_no_schedule(admin
         "job_daily_usage_report",
         "job_handoff_reminders",
         "job_nightly_context_refresh",
+        "job_precompute_briefings",
         "job_retention",
         "job_stale_context_sweep",
     ]
