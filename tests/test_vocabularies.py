@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from cortex import llm
+from cortex.briefings import models as briefings
 from cortex.contacts import models as contacts
 from cortex.graph import models as graph
 from cortex.handoffs import models as handoffs
@@ -42,6 +43,9 @@ PARITY: dict[str, Any] = {
     "node_ref_kinds": graph.NodeRefKind,
     "graph_directions": graph.GraphDirection,
     "traversal_strategies": graph.TraversalStrategy,
+    "briefing_formats": briefings.BriefingFormat,
+    "briefing_scopes": briefings.BriefingScope,
+    "briefing_sections": briefings.SectionTitle,
 }
 # Vocabularies with no Python Literal (yet): still defined once in SQL and used by their CHECKs.
 SQL_ONLY = ("agent_roles", "queue_statuses", "alert_severities", "outbox_statuses")
@@ -68,6 +72,8 @@ CHECKED_BY: dict[str, tuple[str, str]] = {
     "memory_visibilities": ("memory_nodes", "visibility"),
     "index_statuses": ("memory_nodes", "embed_status"),
     "node_ref_kinds": ("memory_nodes", "ref_kind"),
+    "briefing_formats": ("briefings", "format"),
+    "briefing_scopes": ("briefings", "scope"),
 }
 
 
