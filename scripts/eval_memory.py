@@ -374,12 +374,16 @@ def setup_tenant(dsn: str) -> dict[str, str]:
     return keys
 
 
-def plan_world(rng: random.Random, now: datetime) -> tuple[list[Session], list[Slot]]:
+SIZES = {"normal": (20, 150, 7), "tiny": (6, 14, 3)}  # contacts, conversations, attributes per contact
+
+
+def plan_world(rng: random.Random, now: datetime, size: str) -> tuple[list[Session], list[Slot]]:
     """Conversations (sessions) and fact slots with their life plans, all dated."""
+    n_contacts, n_conversations, n_attributes = SIZES[size]
     start = now - timedelta(days=DAYS)
     sessions: list[Session] = []
-    for conv in range(150):
-        contact = conv % len(CONTACTS) if conv < 2 * len(CONTACTS) else rng.randrange(len(CONTACTS))
+    for conv in range(n_conversations):
+        contact = conv % n_contacts if conv < 2 * n_contacts else rng.randrange(n_contacts)
         agent = rng.choice(AGENTS)
         subject_t, topic_t = rng.choice(TOPICS)
         n = rng.randint(10, 9999)
@@ -391,16 +395,16 @@ def plan_world(rng: random.Random, now: datetime) -> tuple[list[Session], list[S
     sessions.sort(key=lambda s: s.at)
     plans = ["once"] * 9 + ["restated"] * 5 + ["near_duplicate"] * 2 + ["key_change"] * 5 + ["supersede_change"] * 4
     slots = []
-    for c in range(len(CONTACTS)):
-        for attribute in rng.sample(ATTRIBUTES, 7):
+    for c in range(n_contacts):
+        for attribute in rng.sample(ATTRIBUTES, n_attributes):
             slots.append(Slot(c, attribute, rng.choice(plans)))
     return sessions, slots
 
 
-def generate(api: Api, rng: random.Random, now: datetime) -> tuple[list[Slot], dict[str, int]]:
+def generate(api: Api, rng: random.Random, now: datetime, size: str) -> tuple[list[Slot], dict[str, int]]:
     """Feeds the world through the API in time order; returns the slots with their nodes."""
     contact_ids: list[str] = []
-    for i, (name, company) in enumerate(CONTACTS):
+    for i, (name, company) in enumerate(CONTACTS[: SIZES[size][0]]):
         first, last = name.lower().split()
         domain = company.lower().replace(" ", "") + ".example.com"
         out = api.request(
@@ -409,7 +413,7 @@ def generate(api: Api, rng: random.Random, now: datetime) -> tuple[list[Slot], d
         )  # fmt: skip
         contact_ids.append(str(out["id"]))
 
-    sessions, slots = plan_world(rng, now)
+    sessions, slots = plan_world(rng, now, size)
     by_contact: dict[int, list[Session]] = {}
     for s in sessions:
         by_contact.setdefault(s.contact, []).append(s)
@@ -660,7 +664,7 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run(seed: int, transport: str, keep: bool) -> dict[str, Any]:
+def run(seed: int, transport: str, keep: bool, size: str = "normal") -> dict[str, Any]:
     """Builds the data set, indexes it, asks every question; the whole report."""
     rng = random.Random(seed)
     dsn = with_database(base_dsn(), f"cortex_eval_{seed}")
@@ -671,7 +675,7 @@ def run(seed: int, transport: str, keep: bool) -> dict[str, Any]:
     with api_client(dsn, transport) as client:
         api = Api(client, keys)
         print(f"generating the data set (seed {seed}) through the API ({transport})", flush=True)
-        slots, counts = generate(api, rng, now)
+        slots, counts = generate(api, rng, now, size)
         generated_s = time.perf_counter() - started
         print(f"  {counts}; {api.calls} calls in {generated_s:.0f} s", flush=True)
         print("running the worker's indexing until nothing is pending", flush=True)
@@ -697,6 +701,7 @@ def run(seed: int, transport: str, keep: bool) -> dict[str, Any]:
     return {
         "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "seed": seed,
+        "size": size,
         "transport": transport,
         "machine": machine,
         "dataset": {
@@ -729,9 +734,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=13, help="the data set's seed (default 13)")
     parser.add_argument("--json", dest="json_path", help="also write the report as JSON to this file ('-': stdout)")
     parser.add_argument("--transport", choices=("inprocess", "serve"), default="inprocess")
+    parser.add_argument("--size", choices=tuple(SIZES), default="normal", help="tiny: a smoke run (tests)")
     parser.add_argument("--keep", action="store_true", help="keep the database cortex_eval_<seed> afterwards")
     args = parser.parse_args(argv)
-    result = run(args.seed, args.transport, args.keep)
+    result = run(args.seed, args.transport, args.keep, args.size)
     if args.json_path == "-":
         print(json.dumps(result, indent=2, default=str))
     elif args.json_path:
