@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import random
 import socket
@@ -467,9 +468,12 @@ def generate(api: Api, rng: random.Random, now: datetime, size: str) -> tuple[li
                 "thread_id": s.thread,
             }
         )
-    imported = api.request("luna", "POST", "/interactions/import", items)
-    if imported["inserted"] != len(items):
-        raise RuntimeError(f"interactions import: {imported}")
+    # Each agent imports its own conversations (an import logs as the calling agent).
+    for agent in AGENTS:
+        mine = [item for item in items if item["agent"] == agent]
+        imported = api.request(agent, "POST", "/interactions/import", mine) if mine else {"inserted": 0}
+        if imported["inserted"] != len(mine):
+            raise RuntimeError(f"interactions import: {str(imported)[:1000]}")
 
     counts = {"contacts": len(contact_ids), "sessions": len(sessions), "remember": 0, "supersede": 0,
               "deduplicated": 0, "general": 0}  # fmt: skip
@@ -737,6 +741,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", choices=tuple(SIZES), default="normal", help="tiny: a smoke run (tests)")
     parser.add_argument("--keep", action="store_true", help="keep the database cortex_eval_<seed> afterwards")
     args = parser.parse_args(argv)
+    # The worker's warnings and errors (a failed sweep) show up in the eval's output.
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     result = run(args.seed, args.transport, args.keep, args.size)
     if args.json_path == "-":
         print(json.dumps(result, indent=2, default=str))

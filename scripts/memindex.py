@@ -14,20 +14,29 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "functions") not in sys.path:
     sys.path.insert(0, str(ROOT / "functions"))
 
-PENDING = "select count(*) from cortex.memory_nodes where embed_status = 'pending' or link_status = 'pending'"
+PENDING = (
+    "select count(*) from cortex.memory_nodes where (embed_status = 'pending' or link_status = 'pending') "
+    "and status = 'active'"
+)
+# Superseded or archived nodes the linker leaves pending (it links active nodes only): counted apart.
+PENDING_INACTIVE = (
+    "select count(*) from cortex.memory_nodes where (embed_status = 'pending' or link_status = 'pending') "
+    "and status <> 'active'"
+)
 EMBEDDED = "select count(*) from cortex.memory_nodes where embed_status = 'done'"
 
 
 def pending(conn: psycopg.Connection[Any]) -> int:
-    """Nodes still waiting for their embedding or their links."""
+    """Active nodes still waiting for their embedding or their links."""
     row = conn.execute(PENDING).fetchone()
     return int(row[0]) if row else 0
 
 
 def index_all(dsn: str, worker_id: str = "bench-index", max_seconds: float = 1800.0) -> dict[str, Any]:
     """Runs the worker's sweeps (cortex.queue.worker.run_sweeps: embedding, then linking) on `dsn`
-    until no node is pending, a round handles nothing, or `max_seconds` pass. Returns the rounds,
-    items handled, nodes embedded in the meantime, seconds and nodes still pending."""
+    until no active node is pending, a round handles nothing, or `max_seconds` pass. Returns the
+    rounds, items handled, nodes embedded in the meantime, seconds, active nodes still pending and
+    superseded / archived nodes still pending (their embedding counts for "as of" search)."""
     from cortex.queue import worker
 
     worker.load_handlers()
@@ -42,6 +51,7 @@ def index_all(dsn: str, worker_id: str = "bench-index", max_seconds: float = 180
             if n == 0 or pending(conn) == 0:
                 break
         left = pending(conn)
+        inactive = int((conn.execute(PENDING_INACTIVE).fetchone() or [0])[0])
         embedded_after = int((conn.execute(EMBEDDED).fetchone() or [0])[0])
     return {
         "rounds": rounds,
@@ -49,4 +59,5 @@ def index_all(dsn: str, worker_id: str = "bench-index", max_seconds: float = 180
         "embedded": embedded_after - embedded_before,
         "seconds": round(time.perf_counter() - started, 2),
         "still_pending": left,
+        "inactive_pending": inactive,
     }
