@@ -51,7 +51,7 @@ def test_agents_and_contacts_are_entity_nodes(admin: Any, tenant: Tenant, contac
     assert node["title"] == contact["name"] and contact["email"] in node["body"]
 
 
-def test_a_logged_interaction_becomes_an_event_linked_to_its_contact_and_agent(
+def test_a_logged_interaction_becomes_an_event_of_its_agent_linked_to_its_contact(
     admin: Any, tenant: Tenant, as_agent: AsAgent, contact: dict[str, Any]
 ) -> None:
     with as_agent(tenant, "luna") as conn:
@@ -65,10 +65,7 @@ def test_a_logged_interaction_becomes_an_event_linked_to_its_contact_and_agent(
            where e.source_id = %s order by e.relation""",
         (event["id"],),
     ).fetchall()
-    assert [(r["relation"], r["kind"], r["ref_id"]) for r in edges] == [
-        ("applies_to", "contact", contact["id"]),
-        ("mentions", "agent", "luna"),
-    ]
+    assert [(r["relation"], r["kind"], r["ref_id"]) for r in edges] == [("applies_to", "contact", contact["id"])]
 
 
 def test_a_written_summary_and_a_contact_change_reach_their_nodes(
@@ -118,7 +115,7 @@ def test_backfill_mirrors_rows_that_predate_the_triggers_and_is_idempotent(
         admin.execute("select cortex.begin_erasure('test: simulate rows from before the graph')")
         admin.execute("delete from cortex.memory_nodes where tenant_id = %s and ref_kind <> 'agent'", (tenant.id,))
     first = admin.execute("select cortex.backfill_graph(%s) as r", (tenant.id,)).fetchone()["r"]
-    assert first["nodes_added"] == 2 and first["edges_added"] == 2  # the contact, the event and its two edges
+    assert first["nodes_added"] == 2 and first["edges_added"] == 1  # the contact, the event and its edge
     assert admin.execute("select count(*) as n from cortex.memory_nodes").fetchone()["n"] == before
     again = admin.execute("select cortex.backfill_graph(%s) as r", (tenant.id,)).fetchone()["r"]
     assert again == {"nodes_added": 0, "edges_added": 0}

@@ -29,6 +29,8 @@ EXPECTED_SCHEDULE = {
     "cortex-handoff-reminders": ("0 */2 * * *", "select cortex.job_handoff_reminders()"),
     "cortex-cleanup-cron-history": ("30 3 * * *", "select cortex.job_cleanup_cron_history()"),
     "cortex-retention": ("45 3 * * *", "select cortex.job_retention()"),
+    "cortex-fold-memory-access": ("* * * * *", "select cortex.fold_memory_access()"),
+    "cortex-fold-graph-changes": ("* * * * *", "select cortex.fold_graph_changes()"),
 }
 
 
@@ -447,7 +449,7 @@ def cron_database() -> Iterator[psycopg.Connection[dict[str, Any]]]:
         yield conn
 
 
-def test_pg_cron_schedules_the_five_jobs_in_the_cron_database(cron_database: Admin) -> None:
+def test_pg_cron_schedules_every_job_in_the_cron_database(cron_database: Admin) -> None:
     jobs = cron_database.execute(
         "select jobname, schedule, command, database, active from cron.job where jobname like 'cortex-%%'"
     ).fetchall()

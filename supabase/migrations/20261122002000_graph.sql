@@ -173,8 +173,10 @@ create table cortex.memory_nodes (
   ref_kind text check (ref_kind = any (cortex.node_ref_kinds())),
   ref_id text,
   metadata jsonb not null default '{}' check (jsonb_typeof(metadata) = 'object' and octet_length(metadata::text) <= 16384),
-  content_hash text generated always as (
-    md5(lower(regexp_replace(btrim(title), '\s+', ' ', 'g')) || E'\n' || lower(regexp_replace(btrim(body), '\s+', ' ', 'g')))) stored,
+  -- Exact de-duplication key of memories (mirrored records have their ref instead).
+  content_hash text generated always as (case when ref_kind is null then
+    md5(lower(regexp_replace(btrim(title), '\s+', ' ', 'g')) || E'\n' || lower(regexp_replace(btrim(body), '\s+', ' ', 'g')))
+  end) stored,
   -- Full text: title (A) + tags (B) + body (C) in the tenant's language (trigger).
   fts tsvector,
   embedding extensions.vector(384),
@@ -215,18 +217,21 @@ create unique index memory_nodes_key on cortex.memory_nodes (tenant_id, scope, k
 
 create or replace function cortex.memory_nodes_before_write() returns trigger
 language plpgsql set search_path = '' as $$
+declare v_config regconfig;
 begin
-  new.tags := coalesce((select array_agg(distinct lower(btrim(t)) order by lower(btrim(t)))
-                        from unnest(new.tags) t where btrim(t) <> ''), '{}');
+  if cardinality(new.tags) > 0 then
+    new.tags := coalesce((select array_agg(distinct lower(btrim(t)) order by lower(btrim(t)))
+                          from unnest(new.tags) t where btrim(t) <> ''), '{}');
+  end if;
   new.title := btrim(new.title);
   if tg_op = 'INSERT' or (new.title, new.body, new.tags) is distinct from (old.title, old.body, old.tags) then
-    new.fts := setweight(to_tsvector(coalesce((select s.text_config from cortex.memory_settings s
-                                                where s.tenant_id = new.tenant_id), 'pg_catalog.english'),
-                                      new.title), 'A')
-            || setweight(to_tsvector('pg_catalog.simple', array_to_string(new.tags, ' ')), 'B')
-            || setweight(to_tsvector(coalesce((select s.text_config from cortex.memory_settings s
-                                                where s.tenant_id = new.tenant_id), 'pg_catalog.english'),
-                                      left(new.body, 100000)), 'C');
+    v_config := coalesce((select s.text_config from cortex.memory_settings s where s.tenant_id = new.tenant_id),
+                         'pg_catalog.english');
+    new.fts := setweight(to_tsvector(v_config, new.title), 'A')
+            || case when cardinality(new.tags) > 0
+                    then setweight(to_tsvector('pg_catalog.simple', array_to_string(new.tags, ' ')), 'B')
+                    else ''::tsvector end
+            || setweight(to_tsvector(v_config, new.body), 'C');
   end if;
   if tg_op = 'UPDATE' then
     new.updated_at := clock_timestamp();
@@ -249,7 +254,8 @@ create trigger memory_nodes_before_write before insert or update on cortex.memor
 -- Edges -------------------------------------------------------------------------------------------
 
 create table cortex.memory_edges (
-  tenant_id uuid not null references cortex.tenants (id) on delete cascade,
+  -- No foreign key to tenants: the two node keys imply it (and go with it), one lookup fewer per edge.
+  tenant_id uuid not null,
   source_id uuid not null,
   target_id uuid not null,
   relation text not null check (relation = any (cortex.edge_relations())),
@@ -276,6 +282,11 @@ declare
   v_src text;
   v_tgt text;
 begin
+  -- Edges written by the graph's own triggers (seed 000 mirrors) join shared nodes only; a caller
+  -- cannot reach trigger depth 2 except through them.
+  if pg_trigger_depth() > 1 then
+    return new;
+  end if;
   -- Definer: it must see both ends whoever writes, to keep a private node's edges private.
   select n.scope into v_src from cortex.memory_nodes n where n.tenant_id = new.tenant_id and n.id = new.source_id;
   select n.scope into v_tgt from cortex.memory_nodes n where n.tenant_id = new.tenant_id and n.id = new.target_id;
@@ -585,7 +596,7 @@ language sql volatile security definer set search_path = '' as $$
   with made as (
     insert into cortex.memory_nodes (tenant_id, kind, title, body, source_agent, contact_id, importance, valid_from,
                                      created_at, ref_kind, ref_id, metadata)
-    select i.tenant_id, 'event', cortex.interaction_node_title(i), left(coalesce(i.summary, i.raw_content, ''), 4000),
+    select i.tenant_id, 'event', cortex.interaction_node_title(i), left(coalesce(i.summary, i.raw_content, ''), 1000),
            i.agent, i.contact_id,
            case when i.sentiment = 'escalation' or i.intent = 'churn_risk' then 0.7 else 0.4 end,
            i.occurred_at, i.occurred_at, 'interaction', i.id::text,
@@ -595,18 +606,16 @@ language sql volatile security definer set search_path = '' as $$
     on conflict (tenant_id, ref_kind, ref_id) where ref_kind is not null do nothing
     returning tenant_id, id, contact_id, source_agent
   )
+  -- No edge to the agent node: source_agent says who logged it, and an edge per interaction
+  -- would make every agent a hub of millions of edges that traversals would have to wade through.
   insert into cortex.memory_edges (tenant_id, source_id, relation, target_id, weight, created_by)
   select m.tenant_id, m.id, 'applies_to', c.id, 0.8, m.source_agent
   from made m join cortex.memory_nodes c
     on c.tenant_id = m.tenant_id and c.ref_kind = 'contact' and c.ref_id = m.contact_id::text
-  union all
-  select m.tenant_id, m.id, 'mentions', a.id, 0.5, m.source_agent
-  from made m join cortex.memory_nodes a
-    on a.tenant_id = m.tenant_id and a.ref_kind = 'agent' and a.ref_id = m.source_agent
   on conflict do nothing
 $$;
 comment on function cortex.graph_add_interactions(cortex.interactions[]) is
-  'Interactions as event nodes (ref interaction/<id>, set-based) that applies_to their contact and mention their agent.';
+  'Interactions as event nodes (ref interaction/<id>, set-based, source_agent = who logged it) that applies_to their contact.';
 
 create or replace function cortex.handoff_node_title(h cortex.handoff_events) returns text
 language sql immutable set search_path = '' as $$
