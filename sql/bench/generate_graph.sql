@@ -23,8 +23,8 @@
 -- centre (300 random unit centres shared by all tenants, noise pools of 4,096 vectors each with
 -- length 0.45), so nodes of one cluster have cosine similarity about 0.7 and nearest neighbours
 -- mean something, and other tenants' nodes crowd the same neighbourhoods (what iterative scan is for).
--- Edges (5 per node): every event applies_to a contact and mentions an agent; most other memories
--- applies_to a contact; the rest are relates_to within the node's cluster, mentions, part_of,
+-- Edges (5 per node): every event and 56 % of other memories applies_to a contact (no edge to the
+-- agent: as the interaction mirror, the agent is the node's source_agent); the rest are relates_to within the node's cluster, mentions, part_of,
 -- caused_by, instance_of, supersedes, consolidated_from and contradicts. Targets are drawn with a
 -- power law (rank = count * random()^3), so a few contacts and memories are hubs. Weights and
 -- last_reinforced_at are spread over the year.
@@ -272,7 +272,8 @@ begin
              -- more recent than old: a tenant grows
              now() - interval '365 days' * (1 - sqrt(random())),
              case when random() < 0.04 then (array['luna','mia','anna','jasper'])[1 + g % 4] else '' end,
-             case when random() < 0.75 then 1 + floor(t.contacts * power(random(), 3))::int end
+             -- every event is about a contact (an interaction); 60 % of other memories are
+             case when r < 0.58 or random() < 0.6 then 1 + floor(t.contacts * power(random(), 3))::int end
       from (select g, random() as r from generate_series(lo, hi) g) s;
 
       insert into cortex.memory_nodes (tenant_id, id, kind, title, body, importance, confidence, source_agent, visibility,
@@ -371,7 +372,8 @@ begin
   for t in select * from bench.tenant_plan order by n loop
     n_mem := t.mem_hi - t.mem_lo + 1;
     want := 5::bigint * t.nodes;
-    -- Structural edges: events applies_to a contact and mention an agent; 70 % of other memories apply to a contact.
+    -- Structural edges: events applies_to their contact (as cortex.graph_add_interactions makes them: no edge to
+    -- the agent, who is the node's source_agent); 93 % of other memories with a contact apply to it.
     lo := t.mem_lo;
     while lo <= t.mem_hi loop
       hi := least(t.mem_hi, lo + p_batch - 1);
@@ -379,10 +381,7 @@ begin
         select p.seq as src, 'applies_to' as relation, p.contact_seq as tgt,
                p.created_at + random() * interval '1 hour' as at
         from bench.plan p where p.tenant_n = %1$s and p.seq between %2$s and %3$s and p.contact_seq is not null
-          and (p.kind = 'event' or random() < 0.93)
-        union all
-        select p.seq, 'mentions', -(1 + p.seq %% 4), p.created_at + random() * interval '1 hour'
-        from bench.plan p where p.tenant_n = %1$s and p.seq between %2$s and %3$s and p.kind = 'event'$r$,
+          and (p.kind = 'event' or random() < 0.93)$r$,
         t.n, lo, hi));
       commit;
       lo := hi + 1;
