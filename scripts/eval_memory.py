@@ -560,6 +560,7 @@ class Question:
     answers: set[str]
     wrong: set[str]  # superseded nodes of the slot: should not be served for a current question
     as_of: datetime | None = None
+    vector: list[float] | None = None  # the query's embedding, computed once (embed_questions)
 
 
 def questions(slots: list[Slot], rng: random.Random) -> tuple[list[Question], list[Question]]:
@@ -582,9 +583,22 @@ def questions(slots: list[Slot], rng: random.Random) -> tuple[list[Question], li
     return current, as_of
 
 
+def embed_questions(qs: list[Question]) -> None:
+    """Embeds every question once with the local model (what the API does for each request), so
+    the three ways of asking and the tuning rounds send the same query_vector with the text."""
+    from cortex import embeddings
+
+    texts = sorted({q.text for q in qs})
+    vectors = dict(zip(texts, embeddings.embed_texts(texts), strict=True))
+    for q in qs:
+        q.vector = vectors[q.text]
+
+
 def ask(api: Api, q: Question, mode: str) -> tuple[list[str], float]:
     """The ids a search returns for the question in `mode` (only those its ranking found), and the time."""
     body: dict[str, Any] = {"query": q.text, "limit": 20}
+    if q.vector is not None:
+        body["query_vector"] = q.vector
     weights = MODES[mode]
     if weights is not None:
         body["weights"] = weights
@@ -648,6 +662,32 @@ def evaluate(api: Api, current: list[Question], as_of: list[Question]) -> dict[s
     return report
 
 
+TUNING = [(k, wt) for k in (5, 10, 20, 60) for wt in (0.5, 1.0, 2.0)]
+
+
+def tune(api: Api, dsn: str, current: list[Question], as_of: list[Question]) -> list[dict[str, Any]]:
+    """Hybrid search under other fusion settings (rrf_k x weight_text, weight_vector 1), set in the
+    eval tenant's memory_settings row one after the other; the defaults are put back after."""
+    rows = []
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        saved = conn.execute("select rrf_k, weight_text, weight_vector from cortex.memory_settings").fetchone()
+        assert saved is not None
+        try:
+            for k, wt in TUNING:
+                conn.execute(
+                    "update cortex.memory_settings set rrf_k = %s, weight_text = %s, weight_vector = 1", (k, wt)
+                )
+                answered = [(q, ask(api, q, "hybrid")[0]) for q in current]
+                timed = [(q, ask(api, q, "hybrid")[0]) for q in as_of]
+                overall, at = score(answered), score(timed)
+                rows.append({"rrf_k": k, "weight_text": wt, **{m: overall[m] for m in ("recall@5", "recall@10", "mrr")},
+                             "as_of_top1": at.get("top1")})  # fmt: skip
+                print(f"  tune rrf_k={k} weight_text={wt}: {rows[-1]}", flush=True)
+        finally:
+            conn.execute("update cortex.memory_settings set rrf_k = %s, weight_text = %s, weight_vector = %s", saved)
+    return rows
+
+
 def markdown(result: dict[str, Any]) -> str:
     """The tables for docs/benchmarks.md."""
     lines = [
@@ -668,7 +708,7 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run(seed: int, transport: str, keep: bool, size: str = "normal") -> dict[str, Any]:
+def run(seed: int, transport: str, keep: bool, size: str = "normal", tuning: bool = False) -> dict[str, Any]:
     """Builds the data set, indexes it, asks every question; the whole report."""
     rng = random.Random(seed)
     dsn = with_database(base_dsn(), f"cortex_eval_{seed}")
@@ -688,8 +728,10 @@ def run(seed: int, transport: str, keep: bool, size: str = "normal") -> dict[str
         if indexing["still_pending"]:
             raise RuntimeError(f"nodes still pending after indexing: {indexing}")
         current, as_of = questions(slots, rng)
+        embed_questions(current + as_of)
         print(f"asking {len(current)} questions and {len(as_of)} as-of questions, 3 ways", flush=True)
         scores = evaluate(api, current, as_of)
+        tuned = tune(api, dsn, current, as_of) if tuning else None
     with psycopg.connect(dsn, autocommit=True) as conn:
         nodes = dict(conn.execute("select kind, count(*)::int from cortex.memory_nodes group by 1 order by 2 desc"))
         statuses = dict(conn.execute("select status, count(*)::int from cortex.memory_nodes group by 1"))
@@ -720,6 +762,7 @@ def run(seed: int, transport: str, keep: bool, size: str = "normal") -> dict[str
         "settings": dict(zip(("rrf_k", "weight_text", "weight_vector", "weight_graph"), settings or (), strict=False)),
         "indexing": indexing,
         "scores": scores,
+        "tuning": tuned,
         "hybrid_beats_best_single": {
             "mrr": scores["hybrid"]["overall"]["mrr"] > best_single,
             **{
@@ -739,11 +782,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", dest="json_path", help="also write the report as JSON to this file ('-': stdout)")
     parser.add_argument("--transport", choices=("inprocess", "serve"), default="inprocess")
     parser.add_argument("--size", choices=tuple(SIZES), default="normal", help="tiny: a smoke run (tests)")
+    parser.add_argument("--tune", action="store_true", help="also try other rrf_k / weight_text for hybrid")
     parser.add_argument("--keep", action="store_true", help="keep the database cortex_eval_<seed> afterwards")
     args = parser.parse_args(argv)
     # The worker's warnings and errors (a failed sweep) show up in the eval's output.
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    result = run(args.seed, args.transport, args.keep, args.size)
+    result = run(args.seed, args.transport, args.keep, args.size, args.tune)
     if args.json_path == "-":
         print(json.dumps(result, indent=2, default=str))
     elif args.json_path:
