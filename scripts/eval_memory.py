@@ -708,7 +708,9 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run(seed: int, transport: str, keep: bool, size: str = "normal", tuning: bool = False) -> dict[str, Any]:
+def run(
+    seed: int, transport: str, keep: bool, size: str = "normal", tuning: bool = False, patch: Path | None = None
+) -> dict[str, Any]:
     """Builds the data set, indexes it, asks every question; the whole report."""
     rng = random.Random(seed)
     dsn = with_database(base_dsn(), f"cortex_eval_{seed}")
@@ -727,6 +729,11 @@ def run(seed: int, transport: str, keep: bool, size: str = "normal", tuning: boo
         print(f"  {indexing}", flush=True)
         if indexing["still_pending"]:
             raise RuntimeError(f"nodes still pending after indexing: {indexing}")
+        if patch is not None:
+            # An experiment: a changed search function, say, tried on this throwaway database only.
+            print(f"applying {patch} to {dsn.rsplit('/', 1)[-1]}", flush=True)
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(patch.read_text().encode())
         current, as_of = questions(slots, rng)
         embed_questions(current + as_of)
         print(f"asking {len(current)} questions and {len(as_of)} as-of questions, 3 ways", flush=True)
@@ -763,6 +770,7 @@ def run(seed: int, transport: str, keep: bool, size: str = "normal", tuning: boo
         "indexing": indexing,
         "scores": scores,
         "tuning": tuned,
+        "patch": str(patch) if patch else None,
         "hybrid_beats_best_single": {
             "mrr": scores["hybrid"]["overall"]["mrr"] > best_single,
             **{
@@ -782,12 +790,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", dest="json_path", help="also write the report as JSON to this file ('-': stdout)")
     parser.add_argument("--transport", choices=("inprocess", "serve"), default="inprocess")
     parser.add_argument("--size", choices=tuple(SIZES), default="normal", help="tiny: a smoke run (tests)")
+    parser.add_argument("--patch", type=Path, help="SQL run on the eval database before the questions (experiments)")
     parser.add_argument("--tune", action="store_true", help="also try other rrf_k / weight_text for hybrid")
     parser.add_argument("--keep", action="store_true", help="keep the database cortex_eval_<seed> afterwards")
     args = parser.parse_args(argv)
     # The worker's warnings and errors (a failed sweep) show up in the eval's output.
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    result = run(args.seed, args.transport, args.keep, args.size, args.tune)
+    result = run(args.seed, args.transport, args.keep, args.size, args.tune, args.patch)
     if args.json_path == "-":
         print(json.dumps(result, indent=2, default=str))
     elif args.json_path:
