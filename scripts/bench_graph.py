@@ -419,7 +419,7 @@ def bench_worker(dsn: str) -> dict[str, Any]:
             "select count(*) from cortex.memory_nodes where embed_status = 'pending' or link_status = 'pending'"
         ).fetchone()
     pending_before = int(row[0]) if row else 0
-    result = index_all(dsn, worker_id="bench-graph", max_seconds=900)
+    result = index_all(dsn, worker_id="bench-graph", max_seconds=300)
     result["pending_before"] = pending_before
     result["batch"] = get_settings().embedding_batch
     result["texts_per_s"] = round(result["embedded"] / result["seconds"], 1) if result["seconds"] else None

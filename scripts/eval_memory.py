@@ -560,6 +560,7 @@ class Question:
     answers: set[str]
     wrong: set[str]  # superseded nodes of the slot: should not be served for a current question
     as_of: datetime | None = None
+    slot: Slot | None = None
     vector: list[float] | None = None  # the query's embedding, computed once (embed_questions)
 
 
@@ -572,7 +573,7 @@ def questions(slots: list[Slot], rng: random.Random) -> tuple[list[Question], li
         answers = {n.id for n in slot.nodes if n.valid_to is None and n.value == slot.current}
         wrong = {n.id for n in slot.nodes if n.value != slot.current}
         for style in STYLES:
-            current.append(Question(fill(slot.attribute.questions[style], contact), style, answers, wrong))
+            current.append(Question(fill(slot.attribute.questions[style], contact), style, answers, wrong, slot=slot))
         if len(slot.history) > 1:
             (old_value, since), (_, until) = slot.history[0], slot.history[1]
             at = since + (until - since) * rng.uniform(0.3, 0.7)
@@ -634,7 +635,39 @@ def score(results: list[tuple[Question, list[str]]]) -> dict[str, Any]:
     return out
 
 
-def evaluate(api: Api, current: list[Question], as_of: list[Question]) -> dict[str, Any]:
+def look_alike(a: int, b: int) -> bool:
+    """Two contacts whose names share a word or differ in a letter or two (Lopez / Lopes)."""
+    wa, wb = CONTACTS[a][0].lower().split(), CONTACTS[b][0].lower().split()
+    close = sum(x != y for x, y in zip(wa[-1], wb[-1], strict=False)) + abs(len(wa[-1]) - len(wb[-1])) <= 2
+    return bool(set(wa) & set(wb)) or close or sorted(wa) == sorted(wb)
+
+
+def misses(answered: list[tuple[Question, list[str]]], slots: list[Slot]) -> dict[str, int]:
+    """What stood first when the first result was wrong: another fact of the same contact, a
+    look-alike contact's fact, another contact's fact, an event or general memory, or nothing."""
+    owner = {n.id: s for s in slots for n in s.nodes}
+    out: dict[str, int] = {}
+    for q, ids in answered:
+        if ids and ids[0] in q.answers:
+            continue
+        top = owner.get(ids[0]) if ids else None
+        if not ids:
+            why = "no result"
+        elif top is None:
+            why = "an event or general memory"
+        elif q.slot is not None and top.contact == q.slot.contact:
+            why = "same contact, other fact" if top is not q.slot else "same slot, other value"
+        elif q.slot is not None and look_alike(top.contact, q.slot.contact):
+            why = "look-alike contact's fact"
+        else:
+            why = "other contact's fact"
+        out[why] = out.get(why, 0) + 1
+    return out
+
+
+def evaluate(
+    api: Api, current: list[Question], as_of: list[Question], slots: list[Slot] | None = None
+) -> dict[str, Any]:
     """Asks every question in every mode; the scores per mode and style, overall, and as of."""
     report: dict[str, Any] = {}
     latency: dict[str, list[float]] = {}
@@ -650,6 +683,8 @@ def evaluate(api: Api, current: list[Question], as_of: list[Question]) -> dict[s
             ids, seconds = ask(api, q, mode)
             timed.append((q, ids))
         report[mode] = {"overall": score(answered), **per_style, "as_of": score(timed)}
+        if slots is not None:
+            report[mode]["first_wrong"] = misses(answered, slots)
         print(
             f"  {mode:6s} recall@5 {report[mode]['overall'].get('recall@5')} recall@10 "
             f"{report[mode]['overall'].get('recall@10')} MRR {report[mode]['overall'].get('mrr')} "
@@ -737,7 +772,7 @@ def run(
         current, as_of = questions(slots, rng)
         embed_questions(current + as_of)
         print(f"asking {len(current)} questions and {len(as_of)} as-of questions, 3 ways", flush=True)
-        scores = evaluate(api, current, as_of)
+        scores = evaluate(api, current, as_of, slots)
         tuned = tune(api, dsn, current, as_of) if tuning else None
     with psycopg.connect(dsn, autocommit=True) as conn:
         nodes = dict(conn.execute("select kind, count(*)::int from cortex.memory_nodes group by 1 order by 2 desc"))

@@ -23,6 +23,7 @@ PENDING_INACTIVE = (
     "select count(*) from cortex.memory_nodes where (embed_status = 'pending' or link_status = 'pending') "
     "and status <> 'active'"
 )
+STUCK_ROUNDS = 20
 EMBEDDED = "select count(*) from cortex.memory_nodes where embed_status = 'done'"
 
 
@@ -42,13 +43,21 @@ def index_all(dsn: str, worker_id: str = "bench-index", max_seconds: float = 180
     worker.load_handlers()
     started = time.perf_counter()
     rounds = handled = 0
+    stuck = False
     with psycopg.connect(dsn, autocommit=True) as conn:
         embedded_before = int((conn.execute(EMBEDDED).fetchone() or [0])[0])
+        best, stale = pending(conn), 0
         while time.perf_counter() - started < max_seconds:
             n = worker.run_sweeps(conn, worker_id)
             rounds += 1
             handled += n
-            if n == 0 or pending(conn) == 0:
+            left = pending(conn)
+            if n == 0 or left == 0:
+                break
+            # Rounds that claim nodes but finish none: the same nodes come back (a bug): stop, report.
+            best, stale = (left, 0) if left < best else (best, stale + 1)
+            if stale >= STUCK_ROUNDS:
+                stuck = True
                 break
         left = pending(conn)
         inactive = int((conn.execute(PENDING_INACTIVE).fetchone() or [0])[0])
@@ -60,4 +69,5 @@ def index_all(dsn: str, worker_id: str = "bench-index", max_seconds: float = 180
         "seconds": round(time.perf_counter() - started, 2),
         "still_pending": left,
         "inactive_pending": inactive,
+        "stuck": stuck,
     }
