@@ -40,6 +40,8 @@ PARITY: dict[str, Any] = {
     "memory_visibilities": graph.Visibility,
     "index_statuses": graph.IndexStatus,
     "node_ref_kinds": graph.NodeRefKind,
+    "graph_directions": graph.GraphDirection,
+    "traversal_strategies": graph.TraversalStrategy,
 }
 # Vocabularies with no Python Literal (yet): still defined once in SQL and used by their CHECKs.
 SQL_ONLY = ("agent_roles", "queue_statuses", "alert_severities", "outbox_statuses")

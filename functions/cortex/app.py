@@ -35,8 +35,11 @@ from cortex.alerts import routes as alerts
 from cortex.contacts import routes as contacts
 from cortex.context import routes as context
 from cortex.errors import CortexError
+from cortex.graph import routes as graph
 from cortex.handoffs import routes as handoffs
 from cortex.interactions import routes as interactions
+from cortex.memories import routes as memories
+from cortex.memories import search as memory_search
 from cortex.notifications import routes as notifications
 from cortex.routing import API_PREFIX, Call, RawJSON, Reply, Route, Router, parse_json, read_body, validate
 from cortex.usage import routes as usage
@@ -60,6 +63,9 @@ ROUTERS: tuple[Router, ...] = (
     usage.router,
     alerts.router,
     notifications.router,
+    graph.router,
+    memories.router,
+    memory_search.router,
     health.router,
     meta,
 )

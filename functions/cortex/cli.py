@@ -23,8 +23,10 @@ from cortex.console import FUNCTIONS_DIR, CortexGroup, State, current_state, emi
 from cortex.contacts.cli import contacts
 from cortex.context.cli import context
 from cortex.demo import DEFAULT_KEYS_FILE, load_demo, use_database
+from cortex.graph.cli import graph
 from cortex.handoffs.cli import handoffs
 from cortex.interactions.cli import import_interactions, interactions
+from cortex.memories.cli import memories
 from cortex.migrate import migrate as run_migrations
 from cortex.notifications.cli import notifications, webhooks
 from cortex.queue.cli import queue
@@ -107,7 +109,20 @@ def demo(reset: bool, keys_file: Path) -> None:
 
 
 # The mounted capabilities: a new one is one line here.
-for group in (tenants, agents, keys, contacts, interactions, context, handoffs, usage, notifications, queue):
+for group in (
+    tenants,
+    agents,
+    keys,
+    contacts,
+    interactions,
+    context,
+    handoffs,
+    usage,
+    notifications,
+    queue,
+    memories,
+    graph,
+):
     main.add_command(group)
 main.add_command(webhooks)  # notifications' endpoints, a group of their own
 main.add_command(alerts)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 import anthropic
@@ -22,6 +22,8 @@ from pydantic import ValidationError
 from cortex.config import Settings, get_settings
 
 __all__ = [
+    "ContradictionVerdict",
+    "ContradictionVerdicts",
     "GeneratedContext",
     "HandoffSummary",
     "Intent",
@@ -34,10 +36,13 @@ __all__ = [
     "extract_json_object",
     "generate_context",
     "generate_handoff_summary",
+    "judge_contradictions",
     "summarise_interaction",
 ]
 from cortex.llm import offline, prompts
 from cortex.llm.results import (
+    ContradictionVerdict,
+    ContradictionVerdicts,
     GeneratedContext,
     HandoffSummary,
     Intent,
@@ -52,7 +57,12 @@ from cortex.llm.results import (
 
 # Output budgets per operation: the prompts ask for well under these, so a cut-off answer
 # means the model rambled and the JSON would be incomplete anyway.
-_MAX_TOKENS: dict[Operation, int] = {"summarize": 600, "generate_context": 800, "handoff_summary": 600}
+_MAX_TOKENS: dict[Operation, int] = {
+    "summarize": 600,
+    "generate_context": 800,
+    "handoff_summary": 600,
+    "contradiction_check": 800,
+}
 
 
 _ResultT = TypeVar("_ResultT", bound=ModelResult)
@@ -129,6 +139,26 @@ def generate_handoff_summary(
         result = offline.generate_handoff_summary(from_agent, to_party, reason, reason_detail, material)
         return result, _local_usage(settings, prompt, result, "handoff_summary")
     return _remote(settings, model or settings.context_model, prompt, HandoffSummary, "handoff_summary", max_tokens)
+
+
+def judge_contradictions(
+    pairs: Sequence[Mapping[str, Any]],
+    settings: Settings | None = None,
+    *,
+    model: str | None = None,
+    max_tokens: int | None = None,
+) -> tuple[ContradictionVerdicts, Usage]:
+    """Ask the model which of these pairs of memories contradict each other (the auto-linker's
+    check; `prompts.contradiction_prompt` describes a pair). Remote only: offline, the heuristics
+    already ran and there is nothing to ask, so this raises `LLMError`. Verdicts are validated
+    against `ContradictionVerdicts`; the caller keeps only those naming a pair it sent."""
+    settings = settings or get_settings()
+    if not settings.use_remote_llm:
+        raise LLMError("contradiction_check: no model configured (ANTHROPIC_API_KEY)")
+    prompt = prompts.contradiction_prompt(pairs)
+    return _remote(
+        settings, model or settings.summary_model, prompt, ContradictionVerdicts, "contradiction_check", max_tokens
+    )
 
 
 # --- local path ------------------------------------------------------------------------------

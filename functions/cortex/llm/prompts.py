@@ -1,4 +1,4 @@
-"""The three Claude prompts of the Cortex spec, rendered by hand.
+"""The Claude prompts: the three of the Cortex spec, rendered by hand, and the auto-linker's contradiction check.
 
 The spec writes them as handlebars templates. They are rendered here with plain string building,
 following handlebars semantics: a missing value renders as an empty string, `{{#each}}` over an
@@ -182,4 +182,34 @@ def handoff_prompt(
         "",
         HANDOFF_JSON_INSTRUCTION,
     ]
+    return "\n".join(lines)
+
+
+CONTRADICTION_JSON_INSTRUCTION = (
+    "Respond with only a JSON object, no prose around it, in this shape (one verdict per pair, by its number):\n"
+    '{"verdicts": [{"pair": 0, "contradicts": true, "reason": "..."}]}'
+)
+
+
+def contradiction_prompt(pairs: Sequence[Mapping[str, Any]]) -> str:
+    """The auto-linker's question: which numbered pairs of memories contradict each other. Each pair
+    is {"newer": {kind, title, body}, "older": {...}, "similarity", "heuristic": reason or None}."""
+    lines = [
+        "You are checking an AI agent's memory for contradictions.",
+        "For each numbered pair below, decide whether the newer and the older memory contradict each other:"
+        " they cannot both be true at the same time about the same subject. A pair marked 'flagged' was"
+        " found by a rule (different numbers or an opposite negation): confirm or reject it. Similar or"
+        " related memories that can both be true do not contradict.",
+        "",
+    ]
+    for i, pair in enumerate(pairs):
+        newer, older = _mapping(pair.get("newer")), _mapping(pair.get("older"))
+        flag = f" (flagged: {_text(pair.get('heuristic'))})" if pair.get("heuristic") else ""
+        lines.append(f"Pair {i}{flag}")
+        for label, node in (("Newer", newer), ("Older", older)):
+            body = _truncate_content(_text(node.get("body")))[:1000]
+            head = f"  {label} {_text(node.get('kind'))}: {_text(node.get('title'))}"
+            lines.append(head + (f" - {body}" if body else ""))
+        lines.append("")
+    lines.append(CONTRADICTION_JSON_INSTRUCTION)
     return "\n".join(lines)

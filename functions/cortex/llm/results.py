@@ -23,7 +23,7 @@ Intent = Literal[
     "feedback",
     "other",
 ]
-Operation = Literal["summarize", "generate_context", "handoff_summary"]
+Operation = Literal["summarize", "generate_context", "handoff_summary", "contradiction_check"]
 
 
 class LLMError(Exception):
@@ -87,6 +87,20 @@ class Signals(ModelResult):
     risk_factors: list[str] = Field(default_factory=list)
     opportunity_factors: list[str] = Field(default_factory=list)
     open_threads: list[dict[str, object]] = Field(default_factory=list)
+
+
+class ContradictionVerdict(ModelResult):
+    """The model's verdict on one numbered pair of memories."""
+
+    pair: int = Field(ge=0, le=99)
+    contradicts: bool
+    reason: str = Field(default="", max_length=500)
+
+
+class ContradictionVerdicts(ModelResult):
+    """The auto-linker's model check: a verdict per pair it was shown (pairs left out: no verdict)."""
+
+    verdicts: list[ContradictionVerdict] = Field(default_factory=list, max_length=100)
 
 
 @dataclass(frozen=True)

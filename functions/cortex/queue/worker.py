@@ -14,6 +14,16 @@ Adding a kind of job: write `handler(conn, tenant_id, payload) -> dict` and regi
 `@register("kind")` (or `HANDLERS["kind"] = handler`); the returned dict is stored as the job's
 result. Handlers must be idempotent: a job whose worker died mid-way runs again.
 
+Work that keeps its own queue (rows that carry their own status and lease, such as memory nodes
+waiting for their embedding) registers a sweep instead: `@register_sweep("name")` on
+`sweep(conn, worker_id, stop) -> int` (how many items it handled, one batch per call). The sweep
+loop (`run_sweep_loop`, started beside the job loop by `cortex queue work`, like webhook delivery)
+runs every sweep in turn on its own connection and sleeps until a NOTIFY on cortex_jobs (or the
+poll interval) only when none found work. It runs in its own thread so that a CPU-bound sweep (an
+embedding batch, the model's first load) never delays a job, and a stop request ends it between
+batches. A sweep that raises is logged and tried again next round; it claims its items under a
+lease of its own, so a worker that dies mid-batch loses nothing.
+
     python -m cortex.queue.worker [--once] [--batch N] [--worker-id ID]
 """
 
@@ -47,14 +57,20 @@ from cortex.shutdown import signals_set, wait_for_notify
 
 __all__ = [
     "HANDLERS",
+    "SWEEPS",
     "Handler",
+    "Sweep",
     "UnknownJobKind",
     "default_worker_id",
     "describe_error",
     "main",
     "register",
+    "register_sweep",
     "run",
     "run_once",
+    "run_sweep_loop",
+    "run_sweeps",
+    "start_sweeps_in_background",
 ]
 
 log = logging.getLogger("cortex.worker")
@@ -63,6 +79,11 @@ Handler = Callable[[psycopg.Connection[Any], str, dict[str, Any]], dict[str, Any
 
 #: Job kind -> handler(conn, tenant_id, payload) -> result.
 HANDLERS: dict[str, Handler] = {}
+
+Sweep = Callable[[psycopg.Connection[Any], str, threading.Event], int]
+
+#: Sweep name -> sweep(conn, worker_id, stop) -> items handled (work with a queue of its own).
+SWEEPS: dict[str, Sweep] = {}
 
 _KIND = re.compile(r"^[a-z_]+$")  # the same rule as the jobs table's check constraint
 _MAX_ERROR_CHARS = 4000
@@ -98,10 +119,23 @@ def register(kind: str) -> Callable[[Handler], Handler]:
     return decorate
 
 
+def register_sweep(name: str) -> Callable[[Sweep], Sweep]:
+    """Decorator registering a sweep (see the module docstring); a name has exactly one sweep."""
+
+    def decorate(sweep: Sweep) -> Sweep:
+        existing = SWEEPS.get(name)
+        if existing is not None and existing is not sweep:
+            raise ValueError(f"sweep {name!r} already registered ({existing.__qualname__})")
+        SWEEPS[name] = sweep
+        return sweep
+
+    return decorate
+
+
 # --- handlers ------------------------------------------------------------------------------------
 
-# Each capability registers its job kinds in its own `jobs` module; the worker loads these.
-JOB_MODULES = ("cortex.interactions.jobs", "cortex.context.jobs")
+# Each capability registers its job kinds (and sweeps) in its own `jobs` module; the worker loads these.
+JOB_MODULES = ("cortex.interactions.jobs", "cortex.context.jobs", "cortex.memories.jobs")
 
 
 def load_handlers() -> dict[str, Handler]:
@@ -306,6 +340,70 @@ def _run_job(
         ms,
         f" error={error.splitlines()[0]}" if error else "",
     )
+
+
+def run_sweeps(conn: psycopg.Connection[Any], worker_id: str, stop: threading.Event | None = None) -> int:
+    """Runs every registered sweep once on the autocommit connection `conn`; returns the items
+    they handled. A sweep that raises is logged, not fatal: the others go on, and it runs again."""
+    load_handlers()
+    stop = stop or threading.Event()
+    handled = 0
+    for name, sweep in list(SWEEPS.items()):
+        if stop.is_set():
+            break
+        try:
+            handled += sweep(conn, worker_id, stop)
+        except psycopg.OperationalError:
+            raise  # the connection is gone: the loop reconnects
+        except Exception as exc:
+            log.error("sweep %s failed: %s", name, describe_error(exc))
+    return handled
+
+
+def run_sweep_loop(worker_id: str | None = None, *, once: bool = False, stop: threading.Event | None = None) -> int:
+    """Runs the sweeps until `stop` is set (with `once`: until none finds work); returns the items
+    handled. Idle, it LISTENs on cortex_jobs (an inserted memory node signals there too). A lost
+    database connection is retried with backoff (up to 30 s); with `once` it is raised instead."""
+    worker_id = worker_id or default_worker_id()
+    stop = stop or threading.Event()
+    load_handlers()
+    handled = 0
+    backoff = 1.0
+    while not stop.is_set():
+        settings = get_settings()
+        try:
+            with _connect(settings.database_url, worker_id, "sweeps") as conn:
+                conn.execute(f"listen {_LISTEN_CHANNEL}")
+                backoff = 1.0
+                while not stop.is_set():
+                    n = run_sweeps(conn, worker_id, stop)
+                    handled += n
+                    if n == 0:
+                        if once:
+                            return handled
+                        wait_for_notify(conn, settings.worker_poll_seconds, stop)
+        except psycopg.OperationalError as exc:
+            if once:
+                raise
+            log.error("sweeps: database unavailable (%s); reconnecting in %.0f s", str(exc).strip(), backoff)
+            stop.wait(backoff)
+            backoff = min(backoff * 2, 30.0)
+    return handled
+
+
+def start_sweeps_in_background(
+    stop: threading.Event, worker_id: str | None = None, *, once: bool = False
+) -> threading.Thread:
+    """Runs `run_sweep_loop` in a daemon thread that ends when `stop` is set (or, with `once`, when
+    no sweep finds work); join the thread after setting `stop`."""
+    thread = threading.Thread(
+        target=run_sweep_loop,
+        kwargs={"worker_id": worker_id, "once": once, "stop": stop},
+        name="sweeps",
+        daemon=True,
+    )
+    thread.start()
+    return thread
 
 
 def _hand_back(conn: psycopg.Connection[Any], worker_id: str, jobs: Sequence[dict[str, Any]]) -> None:

@@ -1,0 +1,348 @@
+"""Hybrid memory search: three rankings fused by reciprocal rank, every filter on every ranking,
+"as of", anchors, the HNSW iterative scan for a small tenant, isolation, bad input on both paths."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from cortex import embeddings
+from cortex.db import call, typed
+from cortex.errors import CortexError
+from cortex.memories.jobs import index_memories
+from tests.conftest import AsAgent, Tenant, TenantFactory
+
+
+def _insert(conn: Any, tenant: Tenant, title: str, body: str = "", **fields: Any) -> str:
+    cols = {"tenant_id": tenant.id, "kind": "fact", "title": title, "body": body, "source_agent": "luna", **fields}
+    names = ", ".join(cols)
+    marks = ", ".join(f"%({k})s" for k in cols)
+    row = conn.execute(f"insert into cortex.memory_nodes ({names}) values ({marks}) returning id", cols).fetchone()
+    return str(row["id"] if isinstance(row, dict) else row[0])
+
+
+def _index(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as queue:
+        while index_memories(queue, "w1"):
+            pass
+
+
+def _vec(text: str) -> str:
+    return embeddings.vector_literal(embeddings.embed_texts([text])[0])
+
+
+def _ids(result: dict[str, Any]) -> list[str]:
+    return [r["memory"]["id"] for r in result["results"]]
+
+
+@pytest.fixture
+def world(admin: Any, tenant: Tenant, contact: dict[str, Any], dsn: str) -> Iterator[dict[str, str]]:
+    """A few memories of the first tenant, embedded and linked by the worker."""
+    ids = {
+        "email": _insert(
+            admin,
+            tenant,
+            "John Smith prefers email over phone calls",
+            tags=["channel", "john"],
+            contact_id=contact["id"],
+            kind="preference",
+        ),
+        "invoice": _insert(
+            admin,
+            tenant,
+            "Invoices go out on the first Monday of the month",
+            tags=["billing"],
+            kind="decision",
+            source_agent="mia",
+        ),
+        "shipping": _insert(admin, tenant, "Orders ship from the Rotterdam warehouse", tags=["logistics"]),
+        "lids": _insert(
+            admin,
+            tenant,
+            "Acme buys compostable lids in bulk",
+            body="John Smith orders 5,000 a quarter.",
+            tags=["john"],
+            contact_id=contact["id"],
+        ),
+        "private": _insert(admin, tenant, "My private note about email etiquette", visibility="private"),
+    }
+    _index(dsn)
+    ids["contact"] = admin.execute(
+        "select id::text from cortex.memory_nodes where ref_kind = 'contact' and ref_id = %s", (contact["id"],)
+    ).fetchone()["id"]
+    yield ids
+
+
+# --- fusion --------------------------------------------------------------------------------------
+
+
+def test_results_fuse_the_rankings_by_reciprocal_rank_and_say_which_found_them(
+    world: dict[str, str], tenant: Tenant, as_agent: AsAgent
+) -> None:
+    with as_agent(tenant, "luna") as conn:
+        out = call(conn, "search_memories", query="email", query_vector=_vec("how does John like to be contacted"),
+                   anchors=[world["contact"]], **{"limit": 10})  # fmt: skip
+    assert out["k"] == 10 and out["weights"] == {"text": 1, "vector": 1, "graph": 0.25}
+    assert out["used"] == {"text": True, "vector": True, "graph": True}
+    results = out["results"]
+    assert results[0]["memory"]["id"] == world["email"]
+    assert results[0]["rankings"]["text"] is not None and results[0]["rankings"]["vector"] is not None
+    assert results[0]["rankings"]["graph"] is not None  # it mentions the anchor contact
+    for r in results:
+        expected = sum(
+            w / (out["k"] + rank) for w, rank in ((1, r["rankings"]["text"]), (1, r["rankings"]["vector"]),
+                                                  (0.25, r["rankings"]["graph"])) if rank is not None
+        )  # fmt: skip
+        assert r["score"] == pytest.approx(expected, abs=1e-6)
+    scores = [r["score"] for r in results]
+    assert scores == sorted(scores, reverse=True)
+    assert world["private"] in _ids(out)  # luna's own private memory
+
+
+def test_weights_given_override_the_settings_and_a_zero_weight_silences_a_ranking(
+    world: dict[str, str], tenant: Tenant, as_agent: AsAgent
+) -> None:
+    with as_agent(tenant, "luna") as conn:
+        out = call(conn, "search_memories", query="warehouse", query_vector=_vec("billing schedule for invoices"),
+                   weight_text=0, weight_vector=2)  # fmt: skip
+    assert out["weights"] == {"text": 0, "vector": 2, "graph": 0.25}
+    assert out["results"][0]["memory"]["id"] == world["invoice"]
+    shipping = next(r for r in out["results"] if r["memory"]["id"] == world["shipping"])
+    assert shipping["rankings"]["text"] == 1 and shipping["score"] == pytest.approx(
+        2 / (10 + shipping["rankings"]["vector"]), abs=1e-6
+    )
+
+
+def test_graph_proximity_alone_ranks_the_anchors_neighbourhood(
+    world: dict[str, str], tenant: Tenant, as_agent: AsAgent
+) -> None:
+    with as_agent(tenant, "mia") as conn:
+        out = call(conn, "search_memories", anchors=[world["contact"]], anchor_depth=1)
+    assert set(_ids(out)) == {world["email"], world["lids"]}  # both mention John Smith
+    assert all(r["rankings"]["text"] is None and r["rankings"]["vector"] is None for r in out["results"])
+    assert world["contact"] not in _ids(out)  # anchors themselves are not graph results
+
+
+# --- filters ---------------------------------------------------------------------------------------
+
+
+def test_every_filter_applies_to_every_ranking(
+    world: dict[str, str], tenant: Tenant, as_agent: AsAgent, contact: dict[str, Any], admin: Any
+) -> None:
+    vector = _vec("John email invoices lids warehouse")
+    common = {"query": "john OR invoices OR lids OR warehouse OR email", "query_vector": vector,
+              "anchors": [world["contact"]]}  # fmt: skip
+    with as_agent(tenant, "mia") as conn:
+
+        def search(**f: Any) -> set[str]:
+            return set(_ids(call(conn, "search_memories", **common, **f)))
+
+        assert search(kinds=["decision"]) == {world["invoice"]}
+        mia = admin.execute("select id::text from cortex.memory_nodes where ref_kind = 'agent' and ref_id = 'mia' "
+                            "and tenant_id = %s", (tenant.id,)).fetchone()["id"]  # fmt: skip
+        assert search(agent="mia") == {world["invoice"], mia}  # its entity node names it as source too
+        # The contact's own entity node is about the contact too (the anchor itself is not a graph result).
+        assert search(contact_id=contact["id"]) == {world["email"], world["lids"], world["contact"]}
+        assert search(tags=["john", "CHANNEL "]) == {world["email"]}
+        admin.execute("update cortex.memory_nodes set created_at = now() - interval '10 days' where id = %s",
+                      (world["shipping"],))  # fmt: skip
+        assert world["shipping"] not in search(since=datetime.now(UTC) - timedelta(days=1))
+        assert search(until=datetime.now(UTC) - timedelta(days=1)) == {world["shipping"]}
+        assert world["private"] not in search()
+
+
+def test_superseded_nodes_only_when_asked_and_as_of_finds_what_was_valid_then(
+    admin: Any, tenant: Tenant, as_agent: AsAgent, dsn: str
+) -> None:
+    t0 = datetime.now(UTC) - timedelta(days=30)
+    t1 = datetime.now(UTC) - timedelta(days=10)
+    old = _insert(admin, tenant, "The support line opens at 8", valid_from=t0)
+    _index(dsn)
+    admin.execute("update cortex.memory_nodes set status = 'superseded', valid_to = %s where id = %s", (t1, old))
+    new = _insert(admin, tenant, "The support line opens at 9", valid_from=t1)
+    archived = _insert(admin, tenant, "The support line opens at 7", status="archived", valid_from=t0)
+    _index(dsn)
+    vector = _vec("when does the support line open")
+    with as_agent(tenant, "luna") as conn:
+        assert _ids(call(conn, "search_memories", query="support line", query_vector=vector, kinds=["fact"])) == [new]
+        both = set(_ids(call(conn, "search_memories", query="support line", include_superseded=True)))
+        assert both == {old, new}
+        then = call(conn, "search_memories", query="support line", query_vector=vector, kinds=["fact"],
+                    as_of=t1 - timedelta(days=1))  # fmt: skip
+        assert _ids(then) == [old]
+        assert archived not in both
+
+
+def test_nodes_below_min_importance_rank_after_all_others(admin: Any, tenant: Tenant, as_agent: AsAgent) -> None:
+    low = _insert(admin, tenant, "Parking permit renewal parking permit parking", importance=0.1)
+    high = _insert(admin, tenant, "Parking is behind the building", importance=0.5)
+    with as_agent(tenant, "luna") as conn:
+        out = call(conn, "search_memories", query="parking")
+    assert _ids(out) == [high, low]
+    assert out["results"][1]["rankings"]["text"] == 1  # the better match, ranked last for its importance
+
+
+# --- isolation and access ----------------------------------------------------------------------------
+
+
+def test_private_memories_stay_with_their_agent_and_other_tenants_see_nothing(
+    world: dict[str, str], tenant: Tenant, other_tenant: Tenant, as_agent: AsAgent
+) -> None:
+    vector = _vec("email etiquette note")
+    with as_agent(tenant, "mia") as conn:
+        assert world["private"] not in _ids(call(conn, "search_memories", query="private note", query_vector=vector))
+    with as_agent(other_tenant, "luna") as conn:
+        out = call(conn, "search_memories", query="email", query_vector=vector, anchors=[world["contact"]])
+    assert out["results"] == []
+
+
+def test_returned_nodes_are_recorded_as_accessed_once(world: dict[str, str], tenant: Tenant, as_agent: AsAgent,
+                                                      admin: Any) -> None:  # fmt: skip
+    with as_agent(tenant, "luna") as conn:
+        out = call(conn, "search_memories", query="email", query_vector=_vec("email"))
+    logged = admin.execute("select node_id::text, agent from cortex.memory_access").fetchall()
+    assert sorted(r["node_id"] for r in logged) == sorted(_ids(out)) and {r["agent"] for r in logged} == {"luna"}
+
+
+def test_a_small_tenant_in_a_big_table_gets_its_full_top_k_through_the_hnsw_index(
+    admin: Any, make_tenant: TenantFactory, as_agent: AsAgent
+) -> None:
+    big, small = make_tenant("big"), make_tenant("small")
+    random_vector = (
+        "(select array_agg(random() - 0.5)::real[]::extensions.vector from generate_series(1, 384) where g > 0)"
+    )
+    for t, n in ((big, 4000), (small, 40)):
+        admin.execute(
+            f"""insert into cortex.memory_nodes (tenant_id, kind, title, source_agent, embedding, embed_status,
+                                                link_status)
+                select %s, 'fact', 'fact ' || g, 'luna', {random_vector}, 'done', 'done'
+                from generate_series(1, %s) g""",
+            (t.id, n),
+        )
+    admin.execute("analyze cortex.memory_nodes")
+    rng = random.Random(13)
+    query = embeddings.vector_literal([rng.random() - 0.5 for _ in range(384)])
+    exact = [
+        str(r["id"])
+        for r in admin.execute(
+            "select id from cortex.memory_nodes where tenant_id = %s and embedding is not null "
+            "order by embedding operator(extensions.<=>) %s::extensions.vector limit 10",
+            (small.id, query),
+        )
+    ]
+
+    def scans() -> int:
+        admin.execute("select pg_stat_clear_snapshot()")
+        row = admin.execute("select idx_scan from pg_stat_user_indexes where indexrelname = 'memory_nodes_embedding'")
+        return int(row.fetchone()["idx_scan"])
+
+    with as_agent(small, "luna") as conn:
+        planned = _ids(call(conn, "search_memories", query_vector=query))  # the planner's choice
+    before = scans()
+    with as_agent(small, "luna") as conn:
+        # Steer the planner to the HNSW index, as it chooses for a tenant too big to sort.
+        conn.execute("set local enable_sort = off")
+        through_index = call(conn, "search_memories", query_vector=query)
+        conn.execute("select pg_stat_force_next_flush()")
+    assert scans() > before
+    assert _ids(through_index) == exact and planned == exact
+    assert all(r["rankings"]["vector"] == i + 1 for i, r in enumerate(through_index["results"]))
+    with as_agent(small, "luna") as conn:
+        # The same scan without pgvector's iterative scan loses the small tenant's rows.
+        conn.execute("set local enable_sort = off")
+        conn.execute("set local hnsw.iterative_scan = off")
+        cut = conn.execute(
+            "select count(*) from (select id from cortex.memory_nodes where tenant_id = %s "
+            "order by embedding operator(extensions.<=>) %s::extensions.vector limit 40) x",
+            (small.id, query),
+        ).fetchone()[0]
+    assert cut < 10
+
+
+# --- bad input -----------------------------------------------------------------------------------------
+
+BAD_SQL: list[tuple[dict[str, Any], str]] = [
+    ({"query": "   "}, "query"),
+    ({"query": ""}, "query"),
+    ({}, "query"),
+    ({"query": "x" * 1001}, "query"),
+    ({"query_vector": "[1,2,3]"}, "query_vector"),
+    ({"query": "x", "limit": 0}, "limit"),
+    ({"query": "x", "limit": 101}, "limit"),
+    ({"query": "x", "kinds": ["fact", "rumour"]}, "kinds"),
+    ({"query": "x", "as_of": datetime.now(UTC) + timedelta(days=1)}, "as_of"),
+    ({"query": "x", "anchor_depth": 7}, "anchor_depth"),
+    ({"query": "x", "since": datetime.now(UTC), "until": datetime.now(UTC) - timedelta(days=1)}, "until"),
+    ({"query": "x", "weight_vector": -1}, "weight_vector"),
+    ({"query": "x", "tags": [f"t{i}" for i in range(51)]}, "tags"),
+]
+
+
+@pytest.mark.parametrize(("args", "field"), BAD_SQL)
+def test_bad_input_is_refused_in_sql_naming_the_field(
+    args: dict[str, Any], field: str, tenant: Tenant, as_agent: AsAgent, admin: Any
+) -> None:
+    if isinstance(args.get("query_vector"), str):
+        args = {**args, "query_vector": typed(args["query_vector"], "extensions.vector")}
+    with pytest.raises(CortexError) as err, as_agent(tenant, "luna") as conn:
+        call(conn, "search_memories", **args)
+    assert (err.value.status, err.value.field) == (422, field)
+    assert admin.execute("select count(*) as n from cortex.memory_access").fetchone()["n"] == 0
+
+
+def test_a_claimless_caller_is_refused(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
+        conn.execute("set local role authenticated")
+        with pytest.raises(psycopg.errors.InvalidAuthorizationSpecification):
+            conn.execute("select public.search_memories('x')")
+
+
+# --- HTTP ------------------------------------------------------------------------------------------------
+
+
+def _post(client: Any, tenant: Tenant, body: dict[str, Any], agent: str = "luna") -> Any:
+    return client.post("/api/v1/memories/search", json=body,
+                       headers={"Authorization": f"Bearer {tenant.keys[agent]}"})  # fmt: skip
+
+
+def test_http_search_embeds_the_query_in_the_api(world: dict[str, str], client: Any, tenant: Tenant) -> None:
+    res = _post(
+        client,
+        tenant,
+        {"query": "how should we reach John", "weights": {"graph": 0}, "kinds": ["fact", "preference", "decision"]},
+    )
+    assert res.status_code == 200, res.text
+    body = res.json()
+    assert body["used"] == {"text": True, "vector": True, "graph": False} and body["weights"]["graph"] == 0
+    top = body["results"][0]
+    assert top["memory"]["id"] == world["email"] and top["rankings"]["vector"] == 1
+    vector = embeddings.embed_texts(["Acme compostable lids"])[0]
+    res = _post(client, tenant, {"query_vector": vector, "kinds": ["fact"], "limit": 1})
+    assert res.status_code == 200 and [r["memory"]["id"] for r in res.json()["results"]] == [world["lids"]]
+
+
+BAD_HTTP: list[tuple[dict[str, Any], str]] = [
+    ({"query": "  "}, "query"),
+    ({}, "query"),
+    ({"query_vector": [0.1] * 383}, "query_vector"),
+    ({"query": "x", "limit": 0}, "limit"),
+    ({"query": "x", "kinds": ["rumour"]}, "kinds.0"),
+    ({"query": "x", "as_of": (datetime.now(UTC) + timedelta(days=1)).isoformat()}, "as_of"),
+    ({"query": "x", "anchor_depth": 0}, "anchor_depth"),
+    ({"query": "x", "weights": {"text": -1}}, "weights.text"),
+    ({"query": "x", "colour": "blue"}, "colour"),
+]
+
+
+@pytest.mark.parametrize(("body", "field"), BAD_HTTP)
+def test_bad_input_over_http_is_a_422_naming_the_field(
+    body: dict[str, Any], field: str, client: Any, tenant: Tenant
+) -> None:
+    res = _post(client, tenant, body)
+    assert res.status_code == 422, res.text
+    assert res.json()["error"]["field"] == field
