@@ -71,6 +71,20 @@ def as_agent(agent: str) -> str:
     )
 
 
+def node_ref(target: str) -> str:
+    """SQL for the id of a demo link's target: "agent:<name>" or a demo memory's key."""
+    kind, _, ref = target.partition(":")
+    if kind == "agent":
+        return (
+            f"(select id from cortex.memory_nodes where tenant_id = {_TENANT} and ref_kind = 'agent' "
+            f"and ref_id = {literal(ref)})"
+        )
+    return (
+        f"(select id from cortex.memory_nodes where tenant_id = {_TENANT} and key = {literal(target)} "
+        "and status = 'active' and scope = '')"
+    )
+
+
 def occurred_at(iso: str) -> str:
     """SQL for a story date: the same minutes before now() as `iso` is before the anchor."""
     minutes = int((_ANCHOR - datetime.fromisoformat(iso)).total_seconds() // 60)
@@ -138,6 +152,28 @@ def render() -> str:
             }
             out.append(named_call("public.log_interaction", args))
 
+    out += ["", "-- Every agent's corner of the memory graph (briefings), through remember."]
+    for memory in demo.build_memories():
+        writer, for_agent = demo.memory_writer(memory.agent)
+        if current != writer:
+            out.append(as_agent(writer))
+            current = writer
+        links = [
+            f"jsonb_build_object('target_id', {node_ref(target)}, 'relation', {literal(relation)}, 'weight', {weight})"
+            for target, relation, weight in memory.links
+        ]
+        args = {
+            "kind": memory.kind,
+            "title": memory.title,
+            "body": memory.body or None,
+            "importance": Sql(f"{memory.importance}::real") if memory.importance is not None else None,
+            "confidence": Sql(f"{memory.confidence}::real") if memory.confidence is not None else None,
+            "key": memory.key,
+            "links": Sql("jsonb_build_array(" + ", ".join(links) + ")") if links else None,
+            "agent": for_agent,
+        }
+        out.append(named_call("public.remember", args))
+
     out += [
         "",
         "-- Back to the owner: queue every contact's context, and mark the tenant as holding the demo",
@@ -148,6 +184,10 @@ def render() -> str:
         "update cortex.tenants set config = config || jsonb_build_object('demo',",
         f"  jsonb_build_object('version', {demo.DEMO_VERSION}, 'loaded_at', now()))",
         f"where id = {_TENANT} and not config ? 'demo';",
+        *(
+            f"select cortex.set_briefing_settings({_TENANT}, {literal(a)}, '{{\"precompute\": true}}'::jsonb);"
+            for a in demo.PRECOMPUTE
+        ),
         "select set_config('cortex.seed_tenant', '', false);",
         "",
     ]

@@ -6654,6 +6654,822 @@ select public.log_interaction(
   metadata => jsonb_build_object('occurred_at', to_char((date_trunc('minute', now() at time zone 'UTC') - interval '25980 minutes'), 'YYYY-MM-DD"T"HH24:MI"+00:00"'))
 );
 
+-- Every agent's corner of the memory graph (briefings), through remember.
+select set_config('request.jwt.claims', json_build_object('role', 'authenticated', 'tenant_id', current_setting('cortex.seed_tenant')::uuid, 'agent', 'luna')::text, false);
+select public.remember(
+  kind => 'preference',
+  title => 'Luna answers customers in plain language, no jargon',
+  importance => 0.7::real,
+  key => 'demo:luna:pref0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'luna'), 'relation', 'applies_to', 'weight', 0.9))
+);
+select public.remember(
+  kind => 'preference',
+  title => 'Luna signs off with her first name',
+  importance => 0.7::real,
+  key => 'demo:luna:pref1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'luna'), 'relation', 'applies_to', 'weight', 0.9))
+);
+select public.remember(
+  kind => 'fact',
+  title => 'Luna can refund orders up to 200 EUR without approval',
+  importance => 0.7::real,
+  key => 'demo:luna:fact0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'luna'), 'relation', 'applies_to', 'weight', 0.9))
+);
+select public.remember(
+  kind => 'fact',
+  title => 'Luna handles tickets in German and English',
+  importance => 0.7::real,
+  key => 'demo:luna:fact1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'luna'), 'relation', 'applies_to', 'weight', 0.9))
+);
+select public.remember(
+  kind => 'decision',
+  title => 'Decided to refund damaged lid shipments in full without a return',
+  importance => 0.7::real,
+  key => 'demo:luna:decision0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'mia'), 'relation', 'mentions', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'decision',
+  title => 'Decided to send replacement sleeves by express for hotel customers',
+  importance => 0.7::real,
+  key => 'demo:luna:decision1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'mia'), 'relation', 'mentions', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'decision',
+  title => 'Decided to answer refund tickets before new questions each morning',
+  importance => 0.7::real,
+  key => 'demo:luna:decision2',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'mia'), 'relation', 'mentions', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'event',
+  title => 'Luna resolved the cracked-lid ticket from Kaffeehaus Mitte',
+  key => 'demo:luna:event0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:luna:decision0' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'event',
+  title => 'Luna escalated a late pallet to Mia',
+  key => 'demo:luna:event1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:luna:decision1' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'event',
+  title => 'Luna closed twelve support tickets today',
+  key => 'demo:luna:event2',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:luna:decision2' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'event',
+  title => 'Luna updated the refund macro',
+  key => 'demo:luna:event3',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:luna:decision0' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'event',
+  title => 'Luna called the courier about a lost parcel',
+  key => 'demo:luna:event4',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:luna:decision1' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'event',
+  title => 'Luna flagged a repeat complaint about leaking lids',
+  key => 'demo:luna:event5',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:luna:decision2' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'pattern',
+  title => 'Damage complaints rise after hot weeks',
+  importance => 0.8::real,
+  key => 'demo:luna:pattern0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'luna'), 'relation', 'applies_to', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'observation',
+  title => 'Four cracked-lid tickets during the June heat',
+  key => 'demo:luna:pattern0:seen0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:luna:pattern0' and status = 'active' and scope = ''), 'relation', 'instance_of', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'observation',
+  title => 'Leaking lids reported twice in the August heat',
+  key => 'demo:luna:pattern0:seen1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:luna:pattern0' and status = 'active' and scope = ''), 'relation', 'instance_of', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'pattern',
+  title => 'Customers who get a same-day answer rarely escalate',
+  importance => 0.8::real,
+  key => 'demo:luna:pattern1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'luna'), 'relation', 'applies_to', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'observation',
+  title => 'No escalations from tickets answered same day',
+  key => 'demo:luna:pattern1:seen0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:luna:pattern1' and status = 'active' and scope = ''), 'relation', 'instance_of', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'observation',
+  title => 'Two escalations followed a two-day wait',
+  key => 'demo:luna:pattern1:seen1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:luna:pattern1' and status = 'active' and scope = ''), 'relation', 'instance_of', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'goal',
+  title => 'Answer every support ticket within four hours',
+  importance => 0.8::real,
+  key => 'demo:luna:goal0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'luna'), 'relation', 'applies_to', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'goal',
+  title => 'Keep refunds under two percent of revenue',
+  importance => 0.8::real,
+  key => 'demo:luna:goal1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'luna'), 'relation', 'applies_to', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'fact',
+  title => 'Compostable lids are covered by the supplier warranty',
+  importance => 0.6::real,
+  key => 'demo:luna:claim'
+);
+select public.remember(
+  kind => 'fact',
+  title => 'The supplier warranty excludes compostable lids',
+  importance => 0.6::real,
+  key => 'demo:luna:counter',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:luna:claim' and status = 'active' and scope = ''), 'relation', 'contradicts', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'fact',
+  title => 'The new lid supplier may ship a week late',
+  importance => 0.5::real,
+  confidence => 0.3::real,
+  key => 'demo:luna:unsure'
+);
+select set_config('request.jwt.claims', json_build_object('role', 'authenticated', 'tenant_id', current_setting('cortex.seed_tenant')::uuid, 'agent', 'mia')::text, false);
+select public.remember(
+  kind => 'preference',
+  title => 'Mia reviews churn risks every Monday',
+  importance => 0.7::real,
+  key => 'demo:mia:pref0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'mia'), 'relation', 'applies_to', 'weight', 0.9))
+);
+select public.remember(
+  kind => 'preference',
+  title => 'Mia prefers a call over email for unhappy customers',
+  importance => 0.7::real,
+  key => 'demo:mia:pref1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'mia'), 'relation', 'applies_to', 'weight', 0.9))
+);
+select public.remember(
+  kind => 'fact',
+  title => 'Mia can grant discounts up to 15 percent',
+  importance => 0.7::real,
+  key => 'demo:mia:fact0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'mia'), 'relation', 'applies_to', 'weight', 0.9))
+);
+select public.remember(
+  kind => 'fact',
+  title => 'Mia owns the gold-tier accounts',
+  importance => 0.7::real,
+  key => 'demo:mia:fact1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'mia'), 'relation', 'applies_to', 'weight', 0.9))
+);
+select public.remember(
+  kind => 'decision',
+  title => 'Decided to offer churning cafes a free sleeve design',
+  importance => 0.7::real,
+  key => 'demo:mia:decision0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'luna'), 'relation', 'mentions', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'decision',
+  title => 'Decided to move gold accounts to 60-day payment terms',
+  importance => 0.7::real,
+  key => 'demo:mia:decision1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'luna'), 'relation', 'mentions', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'decision',
+  title => 'Decided to call every churning account before its renewal',
+  importance => 0.7::real,
+  key => 'demo:mia:decision2',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'luna'), 'relation', 'mentions', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'event',
+  title => 'Mia renewed the Hotel Adler contract',
+  key => 'demo:mia:event0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:mia:decision0' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'event',
+  title => 'Mia sent the quarterly account review to Roastery Nord',
+  key => 'demo:mia:event1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:mia:decision1' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'event',
+  title => 'Mia logged a churn warning for Cafe Sonne',
+  key => 'demo:mia:event2',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:mia:decision2' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'event',
+  title => 'Mia agreed a price freeze with Office Hub',
+  key => 'demo:mia:event3',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:mia:decision0' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'event',
+  title => 'Mia handed an upsell lead to Jasper',
+  key => 'demo:mia:event4',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:mia:decision1' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'event',
+  title => 'Mia updated the gold-tier price list',
+  key => 'demo:mia:event5',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:mia:decision2' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'pattern',
+  title => 'Accounts that skip two orders are about to churn',
+  importance => 0.8::real,
+  key => 'demo:mia:pattern0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'mia'), 'relation', 'applies_to', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'observation',
+  title => 'Cafe Sonne skipped two orders before leaving',
+  key => 'demo:mia:pattern0:seen0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:mia:pattern0' and status = 'active' and scope = ''), 'relation', 'instance_of', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'observation',
+  title => 'Two skipped orders preceded Bistro Blau''s notice',
+  key => 'demo:mia:pattern0:seen1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:mia:pattern0' and status = 'active' and scope = ''), 'relation', 'instance_of', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'pattern',
+  title => 'Price freezes keep multi-site customers',
+  importance => 0.8::real,
+  key => 'demo:mia:pattern1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'mia'), 'relation', 'applies_to', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'observation',
+  title => 'Office Hub stayed after a price freeze',
+  key => 'demo:mia:pattern1:seen0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:mia:pattern1' and status = 'active' and scope = ''), 'relation', 'instance_of', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'observation',
+  title => 'Both multi-site hotels renewed with frozen prices',
+  key => 'demo:mia:pattern1:seen1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:mia:pattern1' and status = 'active' and scope = ''), 'relation', 'instance_of', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'goal',
+  title => 'Keep annual churn below eight percent',
+  importance => 0.8::real,
+  key => 'demo:mia:goal0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'mia'), 'relation', 'applies_to', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'goal',
+  title => 'Renew every gold account on time',
+  importance => 0.8::real,
+  key => 'demo:mia:goal1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'mia'), 'relation', 'applies_to', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'fact',
+  title => 'Gold accounts pay within 30 days',
+  importance => 0.6::real,
+  key => 'demo:mia:claim'
+);
+select public.remember(
+  kind => 'fact',
+  title => 'Gold accounts pay within 60 days',
+  importance => 0.6::real,
+  key => 'demo:mia:counter',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:mia:claim' and status = 'active' and scope = ''), 'relation', 'contradicts', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'fact',
+  title => 'Cafe Sonne may return next spring',
+  importance => 0.5::real,
+  confidence => 0.3::real,
+  key => 'demo:mia:unsure'
+);
+select set_config('request.jwt.claims', json_build_object('role', 'authenticated', 'tenant_id', current_setting('cortex.seed_tenant')::uuid, 'agent', 'anna')::text, false);
+select public.remember(
+  kind => 'preference',
+  title => 'Anna writes short first emails with one question',
+  importance => 0.7::real,
+  key => 'demo:anna:pref0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'anna'), 'relation', 'applies_to', 'weight', 0.9))
+);
+select public.remember(
+  kind => 'preference',
+  title => 'Anna follows up after three working days',
+  importance => 0.7::real,
+  key => 'demo:anna:pref1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'anna'), 'relation', 'applies_to', 'weight', 0.9))
+);
+select public.remember(
+  kind => 'fact',
+  title => 'Anna runs the outbound sequences',
+  importance => 0.7::real,
+  key => 'demo:anna:fact0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'anna'), 'relation', 'applies_to', 'weight', 0.9))
+);
+select public.remember(
+  kind => 'fact',
+  title => 'Anna qualifies leads before handing them to Jasper',
+  importance => 0.7::real,
+  key => 'demo:anna:fact1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'anna'), 'relation', 'applies_to', 'weight', 0.9))
+);
+select public.remember(
+  kind => 'decision',
+  title => 'Decided to lead outreach with the compostable range',
+  importance => 0.7::real,
+  key => 'demo:anna:decision0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'jasper'), 'relation', 'mentions', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'decision',
+  title => 'Decided to target roasteries in Hamburg this month',
+  importance => 0.7::real,
+  key => 'demo:anna:decision1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'jasper'), 'relation', 'mentions', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'decision',
+  title => 'Decided to stop cold calls on Fridays',
+  importance => 0.7::real,
+  key => 'demo:anna:decision2',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'jasper'), 'relation', 'mentions', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'event',
+  title => 'Anna started a sequence for ten Hamburg roasteries',
+  key => 'demo:anna:event0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:anna:decision0' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'event',
+  title => 'Anna booked a sample call with Rosterei Elbe',
+  key => 'demo:anna:event1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:anna:decision1' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'event',
+  title => 'Anna handed a qualified lead to Jasper',
+  key => 'demo:anna:event2',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:anna:decision2' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'event',
+  title => 'Anna sent samples to Cafe Lindner',
+  key => 'demo:anna:event3',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:anna:decision0' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'event',
+  title => 'Anna logged three replies to the spring campaign',
+  key => 'demo:anna:event4',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:anna:decision1' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'event',
+  title => 'Anna cleaned the prospect list',
+  key => 'demo:anna:event5',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:anna:decision2' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'pattern',
+  title => 'Roasteries reply to sample offers, not price lists',
+  importance => 0.8::real,
+  key => 'demo:anna:pattern0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'anna'), 'relation', 'applies_to', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'observation',
+  title => 'Three roasteries answered the sample email',
+  key => 'demo:anna:pattern0:seen0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:anna:pattern0' and status = 'active' and scope = ''), 'relation', 'instance_of', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'observation',
+  title => 'No roastery answered the price list',
+  key => 'demo:anna:pattern0:seen1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:anna:pattern0' and status = 'active' and scope = ''), 'relation', 'instance_of', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'pattern',
+  title => 'Tuesday emails get the most replies',
+  importance => 0.8::real,
+  key => 'demo:anna:pattern1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'anna'), 'relation', 'applies_to', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'observation',
+  title => 'Half the replies came to Tuesday emails',
+  key => 'demo:anna:pattern1:seen0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:anna:pattern1' and status = 'active' and scope = ''), 'relation', 'instance_of', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'observation',
+  title => 'Friday emails got one reply in a month',
+  key => 'demo:anna:pattern1:seen1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:anna:pattern1' and status = 'active' and scope = ''), 'relation', 'instance_of', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'goal',
+  title => 'Book ten sample calls a month',
+  importance => 0.8::real,
+  key => 'demo:anna:goal0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'anna'), 'relation', 'applies_to', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'goal',
+  title => 'Qualify five leads for Jasper every week',
+  importance => 0.8::real,
+  key => 'demo:anna:goal1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'anna'), 'relation', 'applies_to', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'fact',
+  title => 'Rosterei Elbe buys 5,000 cups a month',
+  importance => 0.6::real,
+  key => 'demo:anna:claim'
+);
+select public.remember(
+  kind => 'fact',
+  title => 'Rosterei Elbe buys 500 cups a month',
+  importance => 0.6::real,
+  key => 'demo:anna:counter',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:anna:claim' and status = 'active' and scope = ''), 'relation', 'contradicts', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'fact',
+  title => 'Cafe Lindner may be opening a second site',
+  importance => 0.5::real,
+  confidence => 0.3::real,
+  key => 'demo:anna:unsure'
+);
+select set_config('request.jwt.claims', json_build_object('role', 'authenticated', 'tenant_id', current_setting('cortex.seed_tenant')::uuid, 'agent', 'jasper')::text, false);
+select public.remember(
+  kind => 'preference',
+  title => 'Jasper sends quotes within one working day',
+  importance => 0.7::real,
+  key => 'demo:jasper:pref0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'jasper'), 'relation', 'applies_to', 'weight', 0.9))
+);
+select public.remember(
+  kind => 'preference',
+  title => 'Jasper closes with a call, never by email alone',
+  importance => 0.7::real,
+  key => 'demo:jasper:pref1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'jasper'), 'relation', 'applies_to', 'weight', 0.9))
+);
+select public.remember(
+  kind => 'fact',
+  title => 'Jasper can approve volume prices above 10,000 cups',
+  importance => 0.7::real,
+  key => 'demo:jasper:fact0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'jasper'), 'relation', 'applies_to', 'weight', 0.9))
+);
+select public.remember(
+  kind => 'fact',
+  title => 'Jasper works big deals with Jedd',
+  importance => 0.7::real,
+  key => 'demo:jasper:fact1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'jasper'), 'relation', 'applies_to', 'weight', 0.9))
+);
+select public.remember(
+  kind => 'decision',
+  title => 'Decided to quote custom print at cost for first orders',
+  importance => 0.7::real,
+  key => 'demo:jasper:decision0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'anna'), 'relation', 'mentions', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'decision',
+  title => 'Decided to bundle lids with cups in every quote',
+  importance => 0.7::real,
+  key => 'demo:jasper:decision1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'anna'), 'relation', 'mentions', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'decision',
+  title => 'Decided to offer a pilot month to hotel chains',
+  importance => 0.7::real,
+  key => 'demo:jasper:decision2',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'anna'), 'relation', 'mentions', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'event',
+  title => 'Jasper sent a quote to Hotel Kranz',
+  key => 'demo:jasper:event0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:jasper:decision0' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'event',
+  title => 'Jasper closed the Office Hub order',
+  key => 'demo:jasper:event1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:jasper:decision1' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'event',
+  title => 'Jasper held a pilot review with Hotel Adler',
+  key => 'demo:jasper:event2',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:jasper:decision2' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'event',
+  title => 'Jasper revised the bundle price sheet',
+  key => 'demo:jasper:event3',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:jasper:decision0' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'event',
+  title => 'Jasper lost the Bistro Blau deal on price',
+  key => 'demo:jasper:event4',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:jasper:decision1' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'event',
+  title => 'Jasper booked a tasting with Cafe Lindner',
+  key => 'demo:jasper:event5',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:jasper:decision2' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6))
+);
+select public.remember(
+  kind => 'pattern',
+  title => 'Bundled quotes close faster',
+  importance => 0.8::real,
+  key => 'demo:jasper:pattern0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'jasper'), 'relation', 'applies_to', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'observation',
+  title => 'The last three bundled quotes closed within a week',
+  key => 'demo:jasper:pattern0:seen0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:jasper:pattern0' and status = 'active' and scope = ''), 'relation', 'instance_of', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'observation',
+  title => 'Unbundled quotes took a month on average',
+  key => 'demo:jasper:pattern0:seen1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:jasper:pattern0' and status = 'active' and scope = ''), 'relation', 'instance_of', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'pattern',
+  title => 'Pilots convert hotel chains',
+  importance => 0.8::real,
+  key => 'demo:jasper:pattern1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'jasper'), 'relation', 'applies_to', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'observation',
+  title => 'Hotel Adler signed after its pilot month',
+  key => 'demo:jasper:pattern1:seen0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:jasper:pattern1' and status = 'active' and scope = ''), 'relation', 'instance_of', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'observation',
+  title => 'Both pilots this year became contracts',
+  key => 'demo:jasper:pattern1:seen1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:jasper:pattern1' and status = 'active' and scope = ''), 'relation', 'instance_of', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'goal',
+  title => 'Close 40,000 EUR of new business this quarter',
+  importance => 0.8::real,
+  key => 'demo:jasper:goal0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'jasper'), 'relation', 'applies_to', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'goal',
+  title => 'Answer every quote request within a day',
+  importance => 0.8::real,
+  key => 'demo:jasper:goal1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'jasper'), 'relation', 'applies_to', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'fact',
+  title => 'Hotel Kranz decides in March',
+  importance => 0.6::real,
+  key => 'demo:jasper:claim'
+);
+select public.remember(
+  kind => 'fact',
+  title => 'Hotel Kranz decides in June',
+  importance => 0.6::real,
+  key => 'demo:jasper:counter',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:jasper:claim' and status = 'active' and scope = ''), 'relation', 'contradicts', 'weight', 0.8))
+);
+select public.remember(
+  kind => 'fact',
+  title => 'Hotel Kranz may ask for a second pilot',
+  importance => 0.5::real,
+  confidence => 0.3::real,
+  key => 'demo:jasper:unsure'
+);
+select set_config('request.jwt.claims', json_build_object('role', 'authenticated', 'tenant_id', current_setting('cortex.seed_tenant')::uuid, 'agent', 'system')::text, false);
+select public.remember(
+  kind => 'preference',
+  title => 'Helios reports only what needs a human',
+  importance => 0.7::real,
+  key => 'demo:helios:pref0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'helios'), 'relation', 'applies_to', 'weight', 0.9)),
+  agent => 'helios'
+);
+select public.remember(
+  kind => 'preference',
+  title => 'Helios summarises alerts once an hour',
+  importance => 0.7::real,
+  key => 'demo:helios:pref1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'helios'), 'relation', 'applies_to', 'weight', 0.9)),
+  agent => 'helios'
+);
+select public.remember(
+  kind => 'fact',
+  title => 'Helios watches parked jobs and failed webhooks',
+  importance => 0.7::real,
+  key => 'demo:helios:fact0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'helios'), 'relation', 'applies_to', 'weight', 0.9)),
+  agent => 'helios'
+);
+select public.remember(
+  kind => 'fact',
+  title => 'Helios may read every agent''s briefing',
+  importance => 0.7::real,
+  key => 'demo:helios:fact1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'helios'), 'relation', 'applies_to', 'weight', 0.9)),
+  agent => 'helios'
+);
+select public.remember(
+  kind => 'decision',
+  title => 'Decided to alert on any job parked twice',
+  importance => 0.7::real,
+  key => 'demo:helios:decision0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'mia'), 'relation', 'mentions', 'weight', 0.6)),
+  agent => 'helios'
+);
+select public.remember(
+  kind => 'decision',
+  title => 'Decided to page a human for churn escalations',
+  importance => 0.7::real,
+  key => 'demo:helios:decision1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'mia'), 'relation', 'mentions', 'weight', 0.6)),
+  agent => 'helios'
+);
+select public.remember(
+  kind => 'decision',
+  title => 'Decided to mute duplicate webhook failures for an hour',
+  importance => 0.7::real,
+  key => 'demo:helios:decision2',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'mia'), 'relation', 'mentions', 'weight', 0.6)),
+  agent => 'helios'
+);
+select public.remember(
+  kind => 'event',
+  title => 'Helios raised an alert about a parked summary job',
+  key => 'demo:helios:event0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:helios:decision0' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6)),
+  agent => 'helios'
+);
+select public.remember(
+  kind => 'event',
+  title => 'Helios saw the webhook endpoint recover',
+  key => 'demo:helios:event1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:helios:decision1' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6)),
+  agent => 'helios'
+);
+select public.remember(
+  kind => 'event',
+  title => 'Helios noted a spike in escalations',
+  key => 'demo:helios:event2',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:helios:decision2' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6)),
+  agent => 'helios'
+);
+select public.remember(
+  kind => 'event',
+  title => 'Helios checked the token budget of Jasper',
+  key => 'demo:helios:event3',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:helios:decision0' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6)),
+  agent => 'helios'
+);
+select public.remember(
+  kind => 'event',
+  title => 'Helios confirmed the nightly context refresh',
+  key => 'demo:helios:event4',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:helios:decision1' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6)),
+  agent => 'helios'
+);
+select public.remember(
+  kind => 'event',
+  title => 'Helios reviewed the handoff backlog',
+  key => 'demo:helios:event5',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:helios:decision2' and status = 'active' and scope = ''), 'relation', 'relates_to', 'weight', 0.6)),
+  agent => 'helios'
+);
+select public.remember(
+  kind => 'pattern',
+  title => 'Webhook failures come in bursts',
+  importance => 0.8::real,
+  key => 'demo:helios:pattern0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'helios'), 'relation', 'applies_to', 'weight', 0.8)),
+  agent => 'helios'
+);
+select public.remember(
+  kind => 'observation',
+  title => 'Five webhook failures in ten minutes on Tuesday',
+  key => 'demo:helios:pattern0:seen0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:helios:pattern0' and status = 'active' and scope = ''), 'relation', 'instance_of', 'weight', 0.8)),
+  agent => 'helios'
+);
+select public.remember(
+  kind => 'observation',
+  title => 'The endpoint failed three times in a row on Friday',
+  key => 'demo:helios:pattern0:seen1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:helios:pattern0' and status = 'active' and scope = ''), 'relation', 'instance_of', 'weight', 0.8)),
+  agent => 'helios'
+);
+select public.remember(
+  kind => 'pattern',
+  title => 'Escalations follow late deliveries',
+  importance => 0.8::real,
+  key => 'demo:helios:pattern1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'helios'), 'relation', 'applies_to', 'weight', 0.8)),
+  agent => 'helios'
+);
+select public.remember(
+  kind => 'observation',
+  title => 'Two escalations the day after a late pallet',
+  key => 'demo:helios:pattern1:seen0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:helios:pattern1' and status = 'active' and scope = ''), 'relation', 'instance_of', 'weight', 0.8)),
+  agent => 'helios'
+);
+select public.remember(
+  kind => 'observation',
+  title => 'Escalations rose during the courier strike',
+  key => 'demo:helios:pattern1:seen1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:helios:pattern1' and status = 'active' and scope = ''), 'relation', 'instance_of', 'weight', 0.8)),
+  agent => 'helios'
+);
+select public.remember(
+  kind => 'goal',
+  title => 'Keep the parked-job count at zero',
+  importance => 0.8::real,
+  key => 'demo:helios:goal0',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'helios'), 'relation', 'applies_to', 'weight', 0.8)),
+  agent => 'helios'
+);
+select public.remember(
+  kind => 'goal',
+  title => 'Flag budget overruns before noon',
+  importance => 0.8::real,
+  key => 'demo:helios:goal1',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and ref_kind = 'agent' and ref_id = 'helios'), 'relation', 'applies_to', 'weight', 0.8)),
+  agent => 'helios'
+);
+select public.remember(
+  kind => 'fact',
+  title => 'The webhook endpoint retries for six hours',
+  importance => 0.6::real,
+  key => 'demo:helios:claim',
+  agent => 'helios'
+);
+select public.remember(
+  kind => 'fact',
+  title => 'The webhook endpoint retries for one hour',
+  importance => 0.6::real,
+  key => 'demo:helios:counter',
+  links => jsonb_build_array(jsonb_build_object('target_id', (select id from cortex.memory_nodes where tenant_id = current_setting('cortex.seed_tenant')::uuid and key = 'demo:helios:claim' and status = 'active' and scope = ''), 'relation', 'contradicts', 'weight', 0.8)),
+  agent => 'helios'
+);
+select public.remember(
+  kind => 'fact',
+  title => 'The courier strike may continue next week',
+  importance => 0.5::real,
+  confidence => 0.3::real,
+  key => 'demo:helios:unsure',
+  agent => 'helios'
+);
+
 -- Back to the owner: queue every contact's context, and mark the tenant as holding the demo
 -- (so `cortex demo` only mints keys for it).
 select set_config('request.jwt.claims', '', false);
@@ -6662,4 +7478,5 @@ from cortex.contacts c where c.tenant_id = current_setting('cortex.seed_tenant')
 update cortex.tenants set config = config || jsonb_build_object('demo',
   jsonb_build_object('version', 1, 'loaded_at', now()))
 where id = current_setting('cortex.seed_tenant')::uuid and not config ? 'demo';
+select cortex.set_briefing_settings(current_setting('cortex.seed_tenant')::uuid, 'luna', '{"precompute": true}'::jsonb);
 select set_config('cortex.seed_tenant', '', false);

@@ -57,6 +57,7 @@ def world(tenant: Tenant, as_agent: AsAgent, admin: Any, contact: dict[str, Any]
     admin.execute("select cortex.fold_graph_changes()")  # a graph_versions row; the write below adds a change
     with as_agent(tenant, "luna") as conn:
         call(conn, "log_interaction", contact_id=contact["id"], type="note", subject="after the fold")
+        call(conn, "get_briefing")  # a cortex.briefings row
     return {
         "tenant": tenant.id,
         "contact": contact["id"],

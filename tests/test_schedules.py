@@ -31,6 +31,7 @@ EXPECTED_SCHEDULE = {
     "cortex-retention": ("45 3 * * *", "select cortex.job_retention()"),
     "cortex-fold-memory-access": ("* * * * *", "select cortex.fold_memory_access()"),
     "cortex-fold-graph-changes": ("* * * * *", "select cortex.fold_graph_changes()"),
+    "cortex-precompute-briefings": ("*/5 * * * *", "select cortex.job_precompute_briefings()"),
 }
 
 
@@ -417,6 +418,7 @@ def test_a_database_without_pg_cron_gets_the_job_functions_but_no_schedule(admin
         "job_daily_usage_report",
         "job_handoff_reminders",
         "job_nightly_context_refresh",
+        "job_precompute_briefings",
         "job_retention",
         "job_stale_context_sweep",
     ]

@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from cortex import llm
+from cortex.briefings import models as briefings
 from cortex.contacts import models as contacts
 from cortex.graph import models as graph
 from cortex.handoffs import models as handoffs
@@ -43,6 +44,9 @@ PARITY: dict[str, Any] = {
     "node_ref_kinds": graph.NodeRefKind,
     "graph_directions": graph.GraphDirection,
     "traversal_strategies": graph.TraversalStrategy,
+    "briefing_formats": briefings.BriefingFormat,
+    "briefing_scopes": briefings.BriefingScope,
+    "briefing_sections": briefings.SectionTitle,
     "ingest_formats": ingest.IngestFormat,
     "ingest_statuses": ingest.IngestStatus,
     "ingest_sources": ingest.IngestSource,
@@ -72,6 +76,8 @@ CHECKED_BY: dict[str, tuple[str, str]] = {
     "memory_visibilities": ("memory_nodes", "visibility"),
     "index_statuses": ("memory_nodes", "embed_status"),
     "node_ref_kinds": ("memory_nodes", "ref_kind"),
+    "briefing_formats": ("briefings", "format"),
+    "briefing_scopes": ("briefings", "scope"),
     "ingest_formats": ("ingest_files", "format"),
     "ingest_statuses": ("ingest_files", "status"),
     "ingest_sources": ("ingest_files", "source"),

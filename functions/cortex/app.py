@@ -32,6 +32,7 @@ from werkzeug.routing import Map, RequestRedirect, Rule
 
 from cortex import auth, health, openapi
 from cortex.alerts import routes as alerts
+from cortex.briefings import routes as briefings
 from cortex.contacts import routes as contacts
 from cortex.context import routes as context
 from cortex.errors import CortexError
@@ -67,6 +68,7 @@ ROUTERS: tuple[Router, ...] = (
     graph.router,
     memories.router,
     memory_search.router,
+    briefings.router,
     ingest.router,
     health.router,
     meta,

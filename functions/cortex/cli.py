@@ -18,6 +18,7 @@ import click
 
 from cortex import db
 from cortex.alerts.cli import alerts
+from cortex.briefings.cli import briefing, briefings
 from cortex.config import get_settings
 from cortex.console import FUNCTIONS_DIR, CortexGroup, State, current_state, emit
 from cortex.contacts.cli import contacts
@@ -123,10 +124,12 @@ for group in (
     queue,
     memories,
     graph,
+    briefings,
 ):
     main.add_command(group)
 main.add_command(webhooks)  # notifications' endpoints, a group of their own
 main.add_command(alerts)
+main.add_command(briefing)  # `cortex briefing AGENT`: read a briefing, a root-level command
 main.add_command(ingest)  # `cortex ingest PATH...`: files into memories, a root-level command
 main.add_command(import_interactions)  # `cortex import FILE`: the interactions' backfill, a root-level command
 

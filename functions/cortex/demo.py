@@ -9,6 +9,12 @@ same data, and it all goes through the functions agents use (`upsert_contact`, `
 summarised at write time). A few interactions are logged without a summary so the worker has
 something to do, and every contact's context is queued for the worker.
 
+Every agent also gets a corner of the memory graph (`build_memories`), written through `remember`
+as the agent itself (helios, read-only, through the system agent): preferences and capabilities
+that apply to it, recent decisions and events, patterns with their observations, goals, a
+contradiction and a low-confidence fact, so that every section of every agent's briefing has
+content. Luna's briefings are pre-computed.
+
 The interaction log is append-only and stamps its own times, so the story's dates are kept in
 each interaction's metadata as `occurred_at`.
 """
@@ -25,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from cortex import db
 from cortex.config import get_settings
@@ -45,6 +52,8 @@ AGENTS: tuple[tuple[str, str, str, bool, int, int], ...] = (
     ("jasper", "Jasper (sales closer)", "agent", False, 2500, 80_000),
     ("helios", "Helios (monitor)", "monitor", True, 4000, 50_000),
 )
+# Agents whose briefings the scheduled job keeps rendered (seed 001: the ones that boot most often).
+PRECOMPUTE = ("luna",)
 _LOCK = 7267100  # advisory lock: two demo loads at once would race on the tenant
 
 
@@ -578,6 +587,254 @@ def build_demo(now: datetime) -> list[_Contact]:
     return people
 
 
+@dataclass
+class DemoMemory:
+    """A memory the demo writes through `remember` as `agent`. Links point at "agent:<name>" (an
+    agent's entity node) or at the key of an earlier demo memory."""
+
+    agent: str
+    key: str
+    kind: str
+    title: str
+    body: str = ""
+    importance: float | None = None
+    confidence: float | None = None
+    links: tuple[tuple[str, str, float], ...] = ()
+
+
+# Per agent: (role line, colleague, preferences, capabilities, decisions, events, patterns with two
+# observations each, goals, a contradiction (claim, counter), a low-confidence fact).
+_CORNERS: dict[str, dict[str, Any]] = {
+    "luna": {
+        "colleague": "mia",
+        "prefs": ("Luna answers customers in plain language, no jargon", "Luna signs off with her first name"),
+        "facts": (
+            "Luna can refund orders up to 200 EUR without approval",
+            "Luna handles tickets in German and English",
+        ),
+        "decisions": (
+            "Decided to refund damaged lid shipments in full without a return",
+            "Decided to send replacement sleeves by express for hotel customers",
+            "Decided to answer refund tickets before new questions each morning",
+        ),
+        "events": (
+            "Luna resolved the cracked-lid ticket from Kaffeehaus Mitte",
+            "Luna escalated a late pallet to Mia",
+            "Luna closed twelve support tickets today",
+            "Luna updated the refund macro",
+            "Luna called the courier about a lost parcel",
+            "Luna flagged a repeat complaint about leaking lids",
+        ),
+        "patterns": (
+            (
+                "Damage complaints rise after hot weeks",
+                ("Four cracked-lid tickets during the June heat", "Leaking lids reported twice in the August heat"),
+            ),
+            (
+                "Customers who get a same-day answer rarely escalate",
+                ("No escalations from tickets answered same day", "Two escalations followed a two-day wait"),
+            ),
+        ),
+        "goals": ("Answer every support ticket within four hours", "Keep refunds under two percent of revenue"),
+        "conflict": (
+            "Compostable lids are covered by the supplier warranty",
+            "The supplier warranty excludes compostable lids",
+        ),
+        "unsure": "The new lid supplier may ship a week late",
+    },
+    "mia": {
+        "colleague": "luna",
+        "prefs": ("Mia reviews churn risks every Monday", "Mia prefers a call over email for unhappy customers"),
+        "facts": ("Mia can grant discounts up to 15 percent", "Mia owns the gold-tier accounts"),
+        "decisions": (
+            "Decided to offer churning cafes a free sleeve design",
+            "Decided to move gold accounts to 60-day payment terms",
+            "Decided to call every churning account before its renewal",
+        ),
+        "events": (
+            "Mia renewed the Hotel Adler contract",
+            "Mia sent the quarterly account review to Roastery Nord",
+            "Mia logged a churn warning for Cafe Sonne",
+            "Mia agreed a price freeze with Office Hub",
+            "Mia handed an upsell lead to Jasper",
+            "Mia updated the gold-tier price list",
+        ),
+        "patterns": (
+            (
+                "Accounts that skip two orders are about to churn",
+                ("Cafe Sonne skipped two orders before leaving", "Two skipped orders preceded Bistro Blau's notice"),
+            ),
+            (
+                "Price freezes keep multi-site customers",
+                ("Office Hub stayed after a price freeze", "Both multi-site hotels renewed with frozen prices"),
+            ),
+        ),
+        "goals": ("Keep annual churn below eight percent", "Renew every gold account on time"),
+        "conflict": ("Gold accounts pay within 30 days", "Gold accounts pay within 60 days"),
+        "unsure": "Cafe Sonne may return next spring",
+    },
+    "anna": {
+        "colleague": "jasper",
+        "prefs": ("Anna writes short first emails with one question", "Anna follows up after three working days"),
+        "facts": ("Anna runs the outbound sequences", "Anna qualifies leads before handing them to Jasper"),
+        "decisions": (
+            "Decided to lead outreach with the compostable range",
+            "Decided to target roasteries in Hamburg this month",
+            "Decided to stop cold calls on Fridays",
+        ),
+        "events": (
+            "Anna started a sequence for ten Hamburg roasteries",
+            "Anna booked a sample call with Rosterei Elbe",
+            "Anna handed a qualified lead to Jasper",
+            "Anna sent samples to Cafe Lindner",
+            "Anna logged three replies to the spring campaign",
+            "Anna cleaned the prospect list",
+        ),
+        "patterns": (
+            (
+                "Roasteries reply to sample offers, not price lists",
+                ("Three roasteries answered the sample email", "No roastery answered the price list"),
+            ),
+            (
+                "Tuesday emails get the most replies",
+                ("Half the replies came to Tuesday emails", "Friday emails got one reply in a month"),
+            ),
+        ),
+        "goals": ("Book ten sample calls a month", "Qualify five leads for Jasper every week"),
+        "conflict": ("Rosterei Elbe buys 5,000 cups a month", "Rosterei Elbe buys 500 cups a month"),
+        "unsure": "Cafe Lindner may be opening a second site",
+    },
+    "jasper": {
+        "colleague": "anna",
+        "prefs": ("Jasper sends quotes within one working day", "Jasper closes with a call, never by email alone"),
+        "facts": ("Jasper can approve volume prices above 10,000 cups", "Jasper works big deals with Jedd"),
+        "decisions": (
+            "Decided to quote custom print at cost for first orders",
+            "Decided to bundle lids with cups in every quote",
+            "Decided to offer a pilot month to hotel chains",
+        ),
+        "events": (
+            "Jasper sent a quote to Hotel Kranz",
+            "Jasper closed the Office Hub order",
+            "Jasper held a pilot review with Hotel Adler",
+            "Jasper revised the bundle price sheet",
+            "Jasper lost the Bistro Blau deal on price",
+            "Jasper booked a tasting with Cafe Lindner",
+        ),
+        "patterns": (
+            (
+                "Bundled quotes close faster",
+                ("The last three bundled quotes closed within a week", "Unbundled quotes took a month on average"),
+            ),
+            (
+                "Pilots convert hotel chains",
+                ("Hotel Adler signed after its pilot month", "Both pilots this year became contracts"),
+            ),
+        ),
+        "goals": ("Close 40,000 EUR of new business this quarter", "Answer every quote request within a day"),
+        "conflict": ("Hotel Kranz decides in March", "Hotel Kranz decides in June"),
+        "unsure": "Hotel Kranz may ask for a second pilot",
+    },
+    "helios": {
+        "colleague": "mia",
+        "prefs": ("Helios reports only what needs a human", "Helios summarises alerts once an hour"),
+        "facts": ("Helios watches parked jobs and failed webhooks", "Helios may read every agent's briefing"),
+        "decisions": (
+            "Decided to alert on any job parked twice",
+            "Decided to page a human for churn escalations",
+            "Decided to mute duplicate webhook failures for an hour",
+        ),
+        "events": (
+            "Helios raised an alert about a parked summary job",
+            "Helios saw the webhook endpoint recover",
+            "Helios noted a spike in escalations",
+            "Helios checked the token budget of Jasper",
+            "Helios confirmed the nightly context refresh",
+            "Helios reviewed the handoff backlog",
+        ),
+        "patterns": (
+            (
+                "Webhook failures come in bursts",
+                (
+                    "Five webhook failures in ten minutes on Tuesday",
+                    "The endpoint failed three times in a row on Friday",
+                ),
+            ),
+            (
+                "Escalations follow late deliveries",
+                ("Two escalations the day after a late pallet", "Escalations rose during the courier strike"),
+            ),
+        ),
+        "goals": ("Keep the parked-job count at zero", "Flag budget overruns before noon"),
+        "conflict": ("The webhook endpoint retries for six hours", "The webhook endpoint retries for one hour"),
+        "unsure": "The courier strike may continue next week",
+    },
+}
+
+
+def build_memories() -> list[DemoMemory]:
+    """Every agent's corner of the memory graph, in write order (a link's target comes first)."""
+    out: list[DemoMemory] = []
+    for agent, c in _CORNERS.items():
+        me = f"agent:{agent}"
+
+        def key(name: str, agent: str = agent) -> str:
+            return f"demo:{agent}:{name}"
+
+        for n, title in enumerate(c["prefs"]):
+            out.append(
+                DemoMemory(
+                    agent, key(f"pref{n}"), "preference", title, importance=0.7, links=((me, "applies_to", 0.9),)
+                )
+            )
+        for n, title in enumerate(c["facts"]):
+            out.append(
+                DemoMemory(agent, key(f"fact{n}"), "fact", title, importance=0.7, links=((me, "applies_to", 0.9),))
+            )
+        for n, title in enumerate(c["decisions"]):
+            out.append(
+                DemoMemory(agent, key(f"decision{n}"), "decision", title, importance=0.7,
+                           links=((f"agent:{c['colleague']}", "mentions", 0.6),))
+            )  # fmt: skip
+        for n, title in enumerate(c["events"]):
+            out.append(
+                DemoMemory(
+                    agent, key(f"event{n}"), "event", title, links=((key(f"decision{n % 3}"), "relates_to", 0.6),)
+                )
+            )
+        for n, (title, observations) in enumerate(c["patterns"]):
+            out.append(
+                DemoMemory(
+                    agent, key(f"pattern{n}"), "pattern", title, importance=0.8, links=((me, "applies_to", 0.8),)
+                )
+            )
+            for m, seen in enumerate(observations):
+                out.append(
+                    DemoMemory(agent, key(f"pattern{n}:seen{m}"), "observation", seen,
+                               links=((key(f"pattern{n}"), "instance_of", 0.8),))
+                )  # fmt: skip
+        for n, title in enumerate(c["goals"]):
+            out.append(
+                DemoMemory(agent, key(f"goal{n}"), "goal", title, importance=0.8, links=((me, "applies_to", 0.8),))
+            )
+        claim, counter = c["conflict"]
+        out.append(DemoMemory(agent, key("claim"), "fact", claim, importance=0.6))
+        out.append(
+            DemoMemory(
+                agent, key("counter"), "fact", counter, importance=0.6, links=((key("claim"), "contradicts", 0.8),)
+            )
+        )
+        out.append(DemoMemory(agent, key("unsure"), "fact", c["unsure"], importance=0.5, confidence=0.3))
+    return out
+
+
+def memory_writer(agent: str) -> tuple[str, str | None]:
+    """Who writes an agent's demo memories, and for whom: the agent itself, or the system agent
+    (an admin) for a read-only agent."""
+    read_only = {name for name, _, _, ro, *_ in AGENTS if ro}
+    return ("system", agent) if agent in read_only else (agent, None)
+
+
 # --- loading ---------------------------------------------------------------------------------------
 
 
@@ -636,6 +893,51 @@ def _load(tenant_id: str, now: datetime) -> None:
                     db.call(conn, "log_interaction", **args)
             else:
                 interactions.log_interaction(claims, **args)
+    _load_memories(tenant_id)
+
+
+def _load_memories(tenant_id: str) -> None:
+    """Writes every agent's demo memories through `remember` and turns on Luna's pre-computation."""
+    with psycopg.connect(get_settings().database_url, autocommit=True) as conn:
+        for memory in build_memories():
+            writer, for_agent = memory_writer(memory.agent)
+            with db.as_caller(db.agent_claims(tenant_id, writer), conn) as c:
+                links = [
+                    {"target_id": _link_target(c, t), "relation": relation, "weight": weight}
+                    for t, relation, weight in memory.links
+                ]
+                db.call(
+                    c,
+                    "remember",
+                    kind=memory.kind,
+                    title=memory.title,
+                    body=memory.body or None,
+                    importance=db.typed(memory.importance, "real") if memory.importance is not None else None,
+                    confidence=db.typed(memory.confidence, "real") if memory.confidence is not None else None,
+                    key=memory.key,
+                    links=Jsonb(links) if links else None,
+                    agent=for_agent,
+                )
+        for agent in PRECOMPUTE:
+            db.call(
+                conn, "cortex.set_briefing_settings", p_tenant_id=tenant_id, p_agent=agent,
+                p_settings=Jsonb({"precompute": True}),
+            )  # fmt: skip
+
+
+def _link_target(conn: psycopg.Connection[Any], target: str) -> str:
+    """The node id of "agent:<name>" or of a demo memory's key (as the writing agent sees it)."""
+    kind, _, ref = target.partition(":")
+    if kind == "agent":
+        row = conn.execute(
+            "select id from cortex.memory_nodes where ref_kind = 'agent' and ref_id = %s", (ref,)
+        ).fetchone()
+    else:
+        row = conn.execute(
+            "select id from cortex.memory_nodes where key = %s and status = 'active' and scope = ''", (target,)
+        ).fetchone()
+    assert row is not None, f"no demo node {target}"
+    return str(row[0])
 
 
 def _read_keys(path: Path) -> dict[str, str]:

@@ -173,10 +173,11 @@ create table cortex.memory_nodes (
   ref_kind text check (ref_kind = any (cortex.node_ref_kinds())),
   ref_id text,
   metadata jsonb not null default '{}' check (jsonb_typeof(metadata) = 'object' and octet_length(metadata::text) <= 16384),
-  -- Exact de-duplication key of memories (mirrored records have their ref instead).
+  -- Exact de-duplication key of memories (normalised case and spaces); for mirrored records, whose
+  -- identity is their ref, a plain hash of the content is enough (the worker compares it) and cheaper.
   content_hash text generated always as (case when ref_kind is null then
     md5(lower(regexp_replace(btrim(title), '\s+', ' ', 'g')) || E'\n' || lower(regexp_replace(btrim(body), '\s+', ' ', 'g')))
-  end) stored,
+    else md5(title || E'\n' || body) end) stored,
   -- Full text: title (A) + tags (B) + body (C) in the tenant's language (trigger).
   fts tsvector,
   embedding extensions.vector(384),

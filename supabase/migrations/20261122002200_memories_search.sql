@@ -671,7 +671,7 @@ begin
     from (
       select w.node_id, w.score, w.depth
       from cortex.graph_walk(v_tenant, search_memories.anchors, search_memories.anchor_depth, 'both', null, null,
-                             v_cfg.min_weight, 'weighted', least(v_n * 10, 2000),
+                             v_cfg.min_weight, 'weighted', least(v_n * 10, 500),
                              coalesce(search_memories.as_of, now())) w
       join cortex.memory_nodes n on n.tenant_id = v_tenant and n.id = w.node_id
       where n.status = any (v_statuses)

@@ -135,7 +135,13 @@ def register_sweep(name: str) -> Callable[[Sweep], Sweep]:
 # --- handlers ------------------------------------------------------------------------------------
 
 # Each capability registers its job kinds (and sweeps) in its own `jobs` module; the worker loads these.
-JOB_MODULES = ("cortex.interactions.jobs", "cortex.context.jobs", "cortex.memories.jobs", "cortex.ingest.jobs")
+JOB_MODULES = (
+    "cortex.interactions.jobs",
+    "cortex.context.jobs",
+    "cortex.memories.jobs",
+    "cortex.briefings.jobs",
+    "cortex.ingest.jobs",
+)
 
 
 def load_handlers() -> dict[str, Handler]:
