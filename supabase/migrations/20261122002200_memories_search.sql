@@ -307,6 +307,7 @@ declare
   v_mentions int;
   v_contradicts int;
   v_done int;
+  v_inactive int;
   v_candidates jsonb;
 begin
   select * into v_cfg from cortex.memory_settings s where s.tenant_id = p_tenant_id;
@@ -451,19 +452,28 @@ begin
   from pg_temp.memory_link_nodes s
   where n.tenant_id = p_tenant_id and n.id = s.id;
   get diagnostics v_done = row_count;
+  -- Superseded or archived before the linker reached them: nothing to link (search and links
+  -- consider active nodes only), so their links end 'skipped' and the lease is released, or they
+  -- would be claimed again every lease period. Their embedding, already stored, stays for "as of" search.
+  update cortex.memory_nodes n
+  set link_status = 'skipped', indexed_at = now(), index_locked_until = null
+  where n.tenant_id = p_tenant_id and n.id = any (p_ids) and n.status <> 'active'
+    and n.link_status = 'pending' and n.embed_status <> 'pending';
+  get diagnostics v_inactive = row_count;
   -- The rest (edited meanwhile, or not embedded yet) go back to the queue at once.
   update cortex.memory_nodes n set index_locked_until = null
   where n.tenant_id = p_tenant_id and n.id = any (p_ids) and n.index_locked_until is not null
     and (n.link_status <> 'pending' or n.embed_status = 'pending');
   perform pg_catalog.set_config('cortex.reinforcing', 'off', true);
-  return jsonb_build_object('linked', v_done, 'relates_to', v_relates, 'mentions', v_mentions,
+  return jsonb_build_object('linked', v_done, 'skipped_inactive', v_inactive, 'relates_to', v_relates, 'mentions', v_mentions,
                             'contradicts', v_contradicts, 'candidates', v_candidates);
 end $$;
 comment on function cortex.auto_link(uuid, uuid[]) is
   'Worker: links the given pending nodes (embedded, or embedding skipped): relates_to the 3 most similar active nodes with cosine >= link_cosine (weight = similarity); '
   'mentions the entity nodes (agent, contact, person, system) whose name is a run of words of the title or body (indexed lookups); '
   'contradicts (newer -> older, newer flagged needs_review) for facts, preferences and decisions with cosine >= contradiction_cosine and different numbers or opposite negation. '
-  'Marks them linked (entities: skipped). Returns counts and up to 20 candidate pairs for a model check.';
+  'Marks them linked (entities: skipped). Nodes of the batch no longer active (superseded or archived before the linker reached them) are not linked: their link_status becomes skipped and their lease is released (their stored embedding stays, for "as of" search). '
+  'Returns counts (linked, skipped_inactive, relates_to, mentions, contradicts) and up to 20 candidate pairs for a model check.';
 revoke execute on function cortex.auto_link(uuid, uuid[]) from public, anon, authenticated, service_role;
 
 create or replace function cortex.apply_contradiction_verdicts(p_tenant_id uuid, p_verdicts jsonb, p_model text)
