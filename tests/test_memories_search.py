@@ -209,6 +209,21 @@ def test_returned_nodes_are_recorded_as_accessed_once(world: dict[str, str], ten
     assert sorted(r["node_id"] for r in logged) == sorted(_ids(out)) and {r["agent"] for r in logged} == {"luna"}
 
 
+def test_a_search_with_record_access_false_records_nothing_on_either_path(
+    world: dict[str, str], tenant: Tenant, as_agent: AsAgent, admin: Any, client: Any
+) -> None:
+    counts = "select coalesce(sum(access_count), 0) as n from cortex.memory_nodes"
+    before = admin.execute(counts).fetchone()["n"]
+    with as_agent(tenant, "luna") as conn:
+        out = call(conn, "search_memories", query="email", query_vector=_vec("email"), record_access=False)
+    assert _ids(out)  # the same results, only unrecorded
+    res = _post(client, tenant, {"query": "email", "record_access": False})
+    assert res.status_code == 200 and res.json()["results"], res.text
+    admin.execute("select cortex.fold_memory_access()")
+    assert admin.execute("select count(*) as n from cortex.memory_access").fetchone()["n"] == 0
+    assert admin.execute(counts).fetchone()["n"] == before
+
+
 def test_a_small_tenant_in_a_big_table_gets_its_full_top_k_through_the_hnsw_index(
     admin: Any, make_tenant: TenantFactory, as_agent: AsAgent
 ) -> None:

@@ -556,7 +556,8 @@ create or replace function public.search_memories(
   "limit" int default 10,
   weight_text real default null,
   weight_vector real default null,
-  weight_graph real default null
+  weight_graph real default null,
+  record_access boolean default true
 ) returns jsonb
 language plpgsql volatile
 set search_path = '' set hnsw.iterative_scan = 'relaxed_order' set hnsw.ef_search = 100 as $$
@@ -728,7 +729,10 @@ begin
   into v_results, v_ids
   from top t;
 
-  perform cortex.record_access(v_tenant, v_ids);
+  -- A caller that serves the results itself (a briefing) or only measures (the eval) records nothing.
+  if search_memories.record_access is not false then  -- null: the default
+    perform cortex.record_access(v_tenant, v_ids);
+  end if;
   return jsonb_build_object(
     'results', v_results, 'k', v_cfg.rrf_k,
     'weights', jsonb_build_object('text', v_wt, 'vector', v_wv, 'graph', v_wg),
@@ -737,10 +741,10 @@ begin
                                'graph', coalesce(cardinality(search_memories.anchors), 0) > 0));
 end $$;
 comment on function public.search_memories(text, extensions.vector, text[], text, uuid, text[], timestamptz, timestamptz,
-  timestamptz, boolean, uuid[], int, int, real, real, real) is
+  timestamptz, boolean, uuid[], int, int, real, real, real, boolean) is
   'Hybrid search: full text (websearch_to_tsquery in the tenant''s text_config, ts_rank_cd), vector (cosine through HNSW with iterative scan; query_vector of 384 dimensions) and graph proximity to anchors (cortex.graph_walk), '
   'each its top max(limit x 4, 40) after the filters, fused by reciprocal rank: score = sum of weight_r / (rrf_k + rank_r) (rrf_k and weights from memory_settings unless given). '
   'Filters: kinds, agent, contact_id, tags (all of them), since/until (created_at), as_of (valid then; superseded included), include_superseded; archived never. Nodes below min_importance rank after the others. '
-  'Returns {results: [{memory, score, rankings: {text, vector, graph}}], k, weights, used}; records access of the returned nodes.';
+  'Returns {results: [{memory, score, rankings: {text, vector, graph}}], k, weights, used}; records access of the returned nodes (access count, edge reinforcement) unless record_access is false.';
 grant execute on function public.search_memories(text, extensions.vector, text[], text, uuid, text[], timestamptz, timestamptz,
-  timestamptz, boolean, uuid[], int, int, real, real, real) to authenticated;
+  timestamptz, boolean, uuid[], int, int, real, real, real, boolean) to authenticated;
