@@ -209,6 +209,26 @@ def test_returned_nodes_are_recorded_as_accessed_once(world: dict[str, str], ten
     assert sorted(r["node_id"] for r in logged) == sorted(_ids(out)) and {r["agent"] for r in logged} == {"luna"}
 
 
+def test_text_search_matches_any_of_the_words_ranking_more_matches_first_with_phrases_and_negations_kept(
+    admin: Any, tenant: Tenant, as_agent: AsAgent
+) -> None:
+    both = _insert(admin, tenant, "Maria Lopez prefers email", "Reach her by email before noon.")
+    one = _insert(admin, tenant, "Maria Lopez works in Madrid")
+    other = _insert(admin, tenant, "The warehouse closes at six")
+
+    def text(query: str) -> list[str]:
+        with as_agent(tenant, "luna") as conn:
+            return _ids(call(conn, "search_memories", query=query, record_access=False))
+
+    # A natural question: no node holds every word, yet both Maria nodes match, the better one first.
+    assert text("How should I reach Maria Lopez by email?") == [both, one]
+    assert set(text("Maria warehouse")) == {both, one, other}
+    assert set(text('"works in Madrid" warehouse')) == {one, other}  # a quoted phrase is one operand
+    assert text('"email Maria" warehouse') == [other]  # and still a phrase: those words, in that order
+    assert text("maria -email") == [one]  # a negation still excludes
+    assert text('warehouse -"prefers email"') == [other]
+
+
 def test_a_search_with_record_access_false_records_nothing_on_either_path(
     world: dict[str, str], tenant: Tenant, as_agent: AsAgent, admin: Any, client: Any
 ) -> None:

@@ -540,6 +540,32 @@ revoke execute on function cortex.apply_contradiction_verdicts(uuid, jsonb, text
 
 -- Hybrid search ------------------------------------------------------------------------------------
 
+create or replace function cortex.memory_any_tsquery(p_config regconfig, p_query text) returns tsquery
+language sql stable parallel safe set search_path = '' as $$
+  -- websearch_to_tsquery's output is a flat list of operands joined by & and |: single lexemes,
+  -- phrases ('a' <-> 'b') and negations (!'a', !( 'a' <-> 'b' )); no operand holds & or |.
+  with q as (select pg_catalog.websearch_to_tsquery(p_config, p_query) as tsq),
+  ops as (
+    select o.op, o.op like '!%' as neg, o.ord
+    from q cross join lateral regexp_split_to_table(q.tsq::text, ' [&|] ') with ordinality o(op, ord)
+    where pg_catalog.numnode(q.tsq) > 0
+  ),
+  parts as (
+    select string_agg(ops.op, ' | ' order by ops.ord) filter (where not ops.neg) as anyof,
+           string_agg(ops.op, ' & ' order by ops.ord) filter (where ops.neg) as noneof
+    from ops
+  )
+  select case when p.anyof is null then q.tsq  -- negations only (or nothing): as websearch says
+              else (case when p.noneof is null then '( ' || p.anyof || ' )'
+                         else '( ' || p.anyof || ' ) & ' || p.noneof end)::tsquery end
+  from q cross join parts p
+$$;
+comment on function cortex.memory_any_tsquery(regconfig, text) is
+  'The full-text query of search_memories: websearch_to_tsquery(p_config, p_query) with its AND turned into OR, so a document matching any of the query''s words (or quoted phrases) matches; '
+  'ts_rank_cd still ranks those matching more of them first. Quoted phrases stay phrases and negated words (-word, -"a phrase") still exclude: (w1 | w2 | "p h") & !n. '
+  'A query of negations only is websearch''s as it is.';
+grant execute on function cortex.memory_any_tsquery(regconfig, text) to authenticated, service_role;
+
 create or replace function public.search_memories(
   query text default null,
   query_vector extensions.vector default null,
@@ -633,7 +659,8 @@ begin
 
   -- (1) Full text, in the tenant's language, by ts_rank_cd.
   if v_q is not null then
-    v_tsq := websearch_to_tsquery(v_cfg.text_config, v_q);
+    -- Any of the words: a natural question rarely holds all of them (see cortex.memory_any_tsquery).
+    v_tsq := cortex.memory_any_tsquery(v_cfg.text_config, v_q);
     if numnode(v_tsq) > 0 then
       select coalesce(array_agg(c.id order by c.r desc, c.id), '{}') into v_text
       from (
@@ -742,7 +769,7 @@ begin
 end $$;
 comment on function public.search_memories(text, extensions.vector, text[], text, uuid, text[], timestamptz, timestamptz,
   timestamptz, boolean, uuid[], int, int, real, real, real, boolean) is
-  'Hybrid search: full text (websearch_to_tsquery in the tenant''s text_config, ts_rank_cd), vector (cosine through HNSW with iterative scan; query_vector of 384 dimensions) and graph proximity to anchors (cortex.graph_walk), '
+  'Hybrid search: full text (any of the words of websearch_to_tsquery in the tenant''s text_config, phrases and negations kept: cortex.memory_any_tsquery; ranked by ts_rank_cd), vector (cosine through HNSW with iterative scan; query_vector of 384 dimensions) and graph proximity to anchors (cortex.graph_walk), '
   'each its top max(limit x 4, 40) after the filters, fused by reciprocal rank: score = sum of weight_r / (rrf_k + rank_r) (rrf_k and weights from memory_settings unless given). '
   'Filters: kinds, agent, contact_id, tags (all of them), since/until (created_at), as_of (valid then; superseded included), include_superseded; archived never. Nodes below min_importance rank after the others. '
   'Returns {results: [{memory, score, rankings: {text, vector, graph}}], k, weights, used}; records access of the returned nodes (access count, edge reinforcement) unless record_access is false.';
