@@ -87,7 +87,7 @@ def test_results_fuse_the_rankings_by_reciprocal_rank_and_say_which_found_them(
     with as_agent(tenant, "luna") as conn:
         out = call(conn, "search_memories", query="email", query_vector=_vec("how does John like to be contacted"),
                    anchors=[world["contact"]], **{"limit": 10})  # fmt: skip
-    assert out["k"] == 10 and out["weights"] == {"text": 1, "vector": 1, "graph": 0.25}
+    assert out["k"] == 5 and out["weights"] == {"text": 0.5, "vector": 1, "graph": 0.25}
     assert out["used"] == {"text": True, "vector": True, "graph": True}
     results = out["results"]
     assert results[0]["memory"]["id"] == world["email"]
@@ -95,7 +95,7 @@ def test_results_fuse_the_rankings_by_reciprocal_rank_and_say_which_found_them(
     assert results[0]["rankings"]["graph"] is not None  # it mentions the anchor contact
     for r in results:
         expected = sum(
-            w / (out["k"] + rank) for w, rank in ((1, r["rankings"]["text"]), (1, r["rankings"]["vector"]),
+            w / (out["k"] + rank) for w, rank in ((0.5, r["rankings"]["text"]), (1, r["rankings"]["vector"]),
                                                   (0.25, r["rankings"]["graph"])) if rank is not None
         )  # fmt: skip
         assert r["score"] == pytest.approx(expected, abs=1e-6)
@@ -114,7 +114,7 @@ def test_weights_given_override_the_settings_and_a_zero_weight_silences_a_rankin
     assert out["results"][0]["memory"]["id"] == world["invoice"]
     shipping = next(r for r in out["results"] if r["memory"]["id"] == world["shipping"])
     assert shipping["rankings"]["text"] == 1 and shipping["score"] == pytest.approx(
-        2 / (10 + shipping["rankings"]["vector"]), abs=1e-6
+        2 / (5 + shipping["rankings"]["vector"]), abs=1e-6
     )
 
 
