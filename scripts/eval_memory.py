@@ -597,7 +597,8 @@ def embed_questions(qs: list[Question]) -> None:
 
 def ask(api: Api, q: Question, mode: str) -> tuple[list[str], float]:
     """The ids a search returns for the question in `mode` (only those its ranking found), and the time."""
-    body: dict[str, Any] = {"query": q.text, "limit": 20}
+    # The eval only looks: no access recorded, so no question reinforces what a later one finds.
+    body: dict[str, Any] = {"query": q.text, "limit": 20, "record_access": False}
     if q.vector is not None:
         body["query_vector"] = q.vector
     weights = MODES[mode]
@@ -700,7 +701,9 @@ def evaluate(
 TUNING = [(k, wt) for k in (5, 10, 20, 60) for wt in (0.5, 1.0, 2.0)]
 
 
-def tune(api: Api, dsn: str, current: list[Question], as_of: list[Question]) -> list[dict[str, Any]]:
+def tune(
+    api: Api, dsn: str, current: list[Question], as_of: list[Question], grid: list[tuple[int, float]] | None = None
+) -> list[dict[str, Any]]:
     """Hybrid search under other fusion settings (rrf_k x weight_text, weight_vector 1), set in the
     eval tenant's memory_settings row one after the other; the defaults are put back after."""
     rows = []
@@ -708,7 +711,7 @@ def tune(api: Api, dsn: str, current: list[Question], as_of: list[Question]) -> 
         saved = conn.execute("select rrf_k, weight_text, weight_vector from cortex.memory_settings").fetchone()
         assert saved is not None
         try:
-            for k, wt in TUNING:
+            for k, wt in grid or TUNING:
                 conn.execute(
                     "update cortex.memory_settings set rrf_k = %s, weight_text = %s, weight_vector = 1", (k, wt)
                 )
@@ -744,7 +747,13 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def run(
-    seed: int, transport: str, keep: bool, size: str = "normal", tuning: bool = False, patch: Path | None = None
+    seed: int,
+    transport: str,
+    keep: bool,
+    size: str = "normal",
+    tuning: bool = False,
+    patch: Path | None = None,
+    grid: list[tuple[int, float]] | None = None,
 ) -> dict[str, Any]:
     """Builds the data set, indexes it, asks every question; the whole report."""
     rng = random.Random(seed)
@@ -773,7 +782,7 @@ def run(
         embed_questions(current + as_of)
         print(f"asking {len(current)} questions and {len(as_of)} as-of questions, 3 ways", flush=True)
         scores = evaluate(api, current, as_of, slots)
-        tuned = tune(api, dsn, current, as_of) if tuning else None
+        tuned = tune(api, dsn, current, as_of, grid) if tuning else None
     with psycopg.connect(dsn, autocommit=True) as conn:
         nodes = dict(conn.execute("select kind, count(*)::int from cortex.memory_nodes group by 1 order by 2 desc"))
         statuses = dict(conn.execute("select status, count(*)::int from cortex.memory_nodes group by 1"))
@@ -827,11 +836,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", choices=tuple(SIZES), default="normal", help="tiny: a smoke run (tests)")
     parser.add_argument("--patch", type=Path, help="SQL run on the eval database before the questions (experiments)")
     parser.add_argument("--tune", action="store_true", help="also try other rrf_k / weight_text for hybrid")
+    parser.add_argument(
+        "--grid",
+        help="with --tune: the settings to try, K:WEIGHT_TEXT pairs separated by commas (default: rrf_k 5, 10, 20, 60 "
+        "by weight_text 0.5, 1, 2)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the database cortex_eval_<seed> afterwards")
     args = parser.parse_args(argv)
     # The worker's warnings and errors (a failed sweep) show up in the eval's output.
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    result = run(args.seed, args.transport, args.keep, args.size, args.tune, args.patch)
+    grid = [(int(k), float(w)) for k, w in (p.split(":") for p in args.grid.split(","))] if args.grid else None
+    result = run(args.seed, args.transport, args.keep, args.size, args.tune or grid is not None, args.patch, grid)
     if args.json_path == "-":
         print(json.dumps(result, indent=2, default=str))
     elif args.json_path:

@@ -18,7 +18,7 @@ PENDING = (
     "select count(*) from cortex.memory_nodes where (embed_status = 'pending' or link_status = 'pending') "
     "and status = 'active'"
 )
-# Superseded or archived nodes the linker leaves pending (it links active nodes only): counted apart.
+# Superseded or archived nodes still pending (waiting for their embedding; the linker skips them): counted apart.
 PENDING_INACTIVE = (
     "select count(*) from cortex.memory_nodes where (embed_status = 'pending' or link_status = 'pending') "
     "and status <> 'active'"

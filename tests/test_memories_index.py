@@ -348,3 +348,27 @@ def test_the_model_check_respects_the_budget(admin: Any, tenant: Tenant, queue: 
         ).fetchone()["n"]
         == 0
     )
+
+
+def test_a_node_superseded_before_the_linker_reaches_it_is_skipped_and_released(
+    admin: Any, tenant: Tenant, queue: Any
+) -> None:
+    old = _insert(admin, tenant, "The office is in Berlin", key="office")
+    # Superseded before the worker saw it (as remember with the same key does in one transaction).
+    admin.execute("update cortex.memory_nodes set status = 'superseded', key = null where id = %s", (old,))
+    new = _insert(admin, tenant, "The office is in Munich", key="office")
+    archived = _insert(admin, tenant, "A note archived at once")
+    admin.execute("update cortex.memory_nodes set status = 'archived' where id = %s", (archived,))
+    assert _drain(queue) >= 3
+    for node_id in (old, archived):
+        n = _node(admin, node_id)
+        # Embedded (for "as of" search), not linked, the lease released: never claimed again.
+        assert (n["embed_status"], n["link_status"], n["index_locked_until"]) == ("done", "skipped", None)
+    assert _node(admin, new)["link_status"] == "done"
+    pending = admin.execute(
+        "select count(*) as n from cortex.memory_nodes where embed_status = 'pending' or link_status = 'pending'"
+    ).fetchone()["n"]
+    assert pending == 0
+    # Even with every lease expired, the sweep stays idle.
+    admin.execute("update cortex.memory_nodes set index_locked_until = now() - interval '1 hour'")
+    assert index_memories(queue, "w1") == 0

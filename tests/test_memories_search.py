@@ -87,7 +87,7 @@ def test_results_fuse_the_rankings_by_reciprocal_rank_and_say_which_found_them(
     with as_agent(tenant, "luna") as conn:
         out = call(conn, "search_memories", query="email", query_vector=_vec("how does John like to be contacted"),
                    anchors=[world["contact"]], **{"limit": 10})  # fmt: skip
-    assert out["k"] == 10 and out["weights"] == {"text": 1, "vector": 1, "graph": 0.25}
+    assert out["k"] == 5 and out["weights"] == {"text": 0.5, "vector": 1, "graph": 0.25}
     assert out["used"] == {"text": True, "vector": True, "graph": True}
     results = out["results"]
     assert results[0]["memory"]["id"] == world["email"]
@@ -95,7 +95,7 @@ def test_results_fuse_the_rankings_by_reciprocal_rank_and_say_which_found_them(
     assert results[0]["rankings"]["graph"] is not None  # it mentions the anchor contact
     for r in results:
         expected = sum(
-            w / (out["k"] + rank) for w, rank in ((1, r["rankings"]["text"]), (1, r["rankings"]["vector"]),
+            w / (out["k"] + rank) for w, rank in ((0.5, r["rankings"]["text"]), (1, r["rankings"]["vector"]),
                                                   (0.25, r["rankings"]["graph"])) if rank is not None
         )  # fmt: skip
         assert r["score"] == pytest.approx(expected, abs=1e-6)
@@ -114,7 +114,7 @@ def test_weights_given_override_the_settings_and_a_zero_weight_silences_a_rankin
     assert out["results"][0]["memory"]["id"] == world["invoice"]
     shipping = next(r for r in out["results"] if r["memory"]["id"] == world["shipping"])
     assert shipping["rankings"]["text"] == 1 and shipping["score"] == pytest.approx(
-        2 / (10 + shipping["rankings"]["vector"]), abs=1e-6
+        2 / (5 + shipping["rankings"]["vector"]), abs=1e-6
     )
 
 
@@ -207,6 +207,41 @@ def test_returned_nodes_are_recorded_as_accessed_once(world: dict[str, str], ten
         out = call(conn, "search_memories", query="email", query_vector=_vec("email"))
     logged = admin.execute("select node_id::text, agent from cortex.memory_access").fetchall()
     assert sorted(r["node_id"] for r in logged) == sorted(_ids(out)) and {r["agent"] for r in logged} == {"luna"}
+
+
+def test_text_search_matches_any_of_the_words_ranking_more_matches_first_with_phrases_and_negations_kept(
+    admin: Any, tenant: Tenant, as_agent: AsAgent
+) -> None:
+    both = _insert(admin, tenant, "Maria Lopez prefers email", "Reach her by email before noon.")
+    one = _insert(admin, tenant, "Maria Lopez works in Madrid")
+    other = _insert(admin, tenant, "The warehouse closes at six")
+
+    def text(query: str) -> list[str]:
+        with as_agent(tenant, "luna") as conn:
+            return _ids(call(conn, "search_memories", query=query, record_access=False))
+
+    # A natural question: no node holds every word, yet both Maria nodes match, the better one first.
+    assert text("How should I reach Maria Lopez by email?") == [both, one]
+    assert set(text("Maria warehouse")) == {both, one, other}
+    assert set(text('"works in Madrid" warehouse')) == {one, other}  # a quoted phrase is one operand
+    assert text('"email Maria" warehouse') == [other]  # and still a phrase: those words, in that order
+    assert text("maria -email") == [one]  # a negation still excludes
+    assert text('warehouse -"prefers email"') == [other]
+
+
+def test_a_search_with_record_access_false_records_nothing_on_either_path(
+    world: dict[str, str], tenant: Tenant, as_agent: AsAgent, admin: Any, client: Any
+) -> None:
+    counts = "select coalesce(sum(access_count), 0) as n from cortex.memory_nodes"
+    before = admin.execute(counts).fetchone()["n"]
+    with as_agent(tenant, "luna") as conn:
+        out = call(conn, "search_memories", query="email", query_vector=_vec("email"), record_access=False)
+    assert _ids(out)  # the same results, only unrecorded
+    res = _post(client, tenant, {"query": "email", "record_access": False})
+    assert res.status_code == 200 and res.json()["results"], res.text
+    admin.execute("select cortex.fold_memory_access()")
+    assert admin.execute("select count(*) as n from cortex.memory_access").fetchone()["n"] == 0
+    assert admin.execute(counts).fetchone()["n"] == before
 
 
 def test_a_small_tenant_in_a_big_table_gets_its_full_top_k_through_the_hnsw_index(

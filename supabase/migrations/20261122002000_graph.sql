@@ -79,9 +79,10 @@ create table cortex.memory_settings (
   reinforce_step real not null default 0.05 check (reinforce_step between 0 and 1),
   -- Full-text search language (a text search configuration).
   text_config regconfig not null default 'pg_catalog.english',
-  -- Reciprocal rank fusion: score = sum(weight_r / (rrf_k + rank_r)).
-  rrf_k int not null default 10 check (rrf_k between 1 and 1000),
-  weight_text real not null default 1 check (weight_text >= 0),
+  -- Reciprocal rank fusion: score = sum(weight_r / (rrf_k + rank_r)). k 5 and text 0.5 (vector 1): tuned on
+  -- scripts/eval over three seeds (docs/benchmarks.md); the any-word text ranking finds more, the vector orders better.
+  rrf_k int not null default 5 check (rrf_k between 1 and 1000),
+  weight_text real not null default 0.5 check (weight_text >= 0),
   weight_vector real not null default 1 check (weight_vector >= 0),
   weight_graph real not null default 0.25 check (weight_graph >= 0),
   -- De-duplication on write: trigram similarity of title + body, then (worker) cosine similarity.

@@ -307,6 +307,7 @@ declare
   v_mentions int;
   v_contradicts int;
   v_done int;
+  v_inactive int;
   v_candidates jsonb;
 begin
   select * into v_cfg from cortex.memory_settings s where s.tenant_id = p_tenant_id;
@@ -451,19 +452,28 @@ begin
   from pg_temp.memory_link_nodes s
   where n.tenant_id = p_tenant_id and n.id = s.id;
   get diagnostics v_done = row_count;
+  -- Superseded or archived before the linker reached them: nothing to link (search and links
+  -- consider active nodes only), so their links end 'skipped' and the lease is released, or they
+  -- would be claimed again every lease period. Their embedding, already stored, stays for "as of" search.
+  update cortex.memory_nodes n
+  set link_status = 'skipped', indexed_at = now(), index_locked_until = null
+  where n.tenant_id = p_tenant_id and n.id = any (p_ids) and n.status <> 'active'
+    and n.link_status = 'pending' and n.embed_status <> 'pending';
+  get diagnostics v_inactive = row_count;
   -- The rest (edited meanwhile, or not embedded yet) go back to the queue at once.
   update cortex.memory_nodes n set index_locked_until = null
   where n.tenant_id = p_tenant_id and n.id = any (p_ids) and n.index_locked_until is not null
     and (n.link_status <> 'pending' or n.embed_status = 'pending');
   perform pg_catalog.set_config('cortex.reinforcing', 'off', true);
-  return jsonb_build_object('linked', v_done, 'relates_to', v_relates, 'mentions', v_mentions,
+  return jsonb_build_object('linked', v_done, 'skipped_inactive', v_inactive, 'relates_to', v_relates, 'mentions', v_mentions,
                             'contradicts', v_contradicts, 'candidates', v_candidates);
 end $$;
 comment on function cortex.auto_link(uuid, uuid[]) is
   'Worker: links the given pending nodes (embedded, or embedding skipped): relates_to the 3 most similar active nodes with cosine >= link_cosine (weight = similarity); '
   'mentions the entity nodes (agent, contact, person, system) whose name is a run of words of the title or body (indexed lookups); '
   'contradicts (newer -> older, newer flagged needs_review) for facts, preferences and decisions with cosine >= contradiction_cosine and different numbers or opposite negation. '
-  'Marks them linked (entities: skipped). Returns counts and up to 20 candidate pairs for a model check.';
+  'Marks them linked (entities: skipped). Nodes of the batch no longer active (superseded or archived before the linker reached them) are not linked: their link_status becomes skipped and their lease is released (their stored embedding stays, for "as of" search). '
+  'Returns counts (linked, skipped_inactive, relates_to, mentions, contradicts) and up to 20 candidate pairs for a model check.';
 revoke execute on function cortex.auto_link(uuid, uuid[]) from public, anon, authenticated, service_role;
 
 create or replace function cortex.apply_contradiction_verdicts(p_tenant_id uuid, p_verdicts jsonb, p_model text)
@@ -530,6 +540,32 @@ revoke execute on function cortex.apply_contradiction_verdicts(uuid, jsonb, text
 
 -- Hybrid search ------------------------------------------------------------------------------------
 
+create or replace function cortex.memory_any_tsquery(p_config regconfig, p_query text) returns tsquery
+language sql stable parallel safe set search_path = '' as $$
+  -- websearch_to_tsquery's output is a flat list of operands joined by & and |: single lexemes,
+  -- phrases ('a' <-> 'b') and negations (!'a', !( 'a' <-> 'b' )); no operand holds & or |.
+  with q as (select pg_catalog.websearch_to_tsquery(p_config, p_query) as tsq),
+  ops as (
+    select o.op, o.op like '!%' as neg, o.ord
+    from q cross join lateral regexp_split_to_table(q.tsq::text, ' [&|] ') with ordinality o(op, ord)
+    where pg_catalog.numnode(q.tsq) > 0
+  ),
+  parts as (
+    select string_agg(ops.op, ' | ' order by ops.ord) filter (where not ops.neg) as anyof,
+           string_agg(ops.op, ' & ' order by ops.ord) filter (where ops.neg) as noneof
+    from ops
+  )
+  select case when p.anyof is null then q.tsq  -- negations only (or nothing): as websearch says
+              else (case when p.noneof is null then '( ' || p.anyof || ' )'
+                         else '( ' || p.anyof || ' ) & ' || p.noneof end)::tsquery end
+  from q cross join parts p
+$$;
+comment on function cortex.memory_any_tsquery(regconfig, text) is
+  'The full-text query of search_memories: websearch_to_tsquery(p_config, p_query) with its AND turned into OR, so a document matching any of the query''s words (or quoted phrases) matches; '
+  'ts_rank_cd still ranks those matching more of them first. Quoted phrases stay phrases and negated words (-word, -"a phrase") still exclude: (w1 | w2 | "p h") & !n. '
+  'A query of negations only is websearch''s as it is.';
+grant execute on function cortex.memory_any_tsquery(regconfig, text) to authenticated, service_role;
+
 create or replace function public.search_memories(
   query text default null,
   query_vector extensions.vector default null,
@@ -546,7 +582,8 @@ create or replace function public.search_memories(
   "limit" int default 10,
   weight_text real default null,
   weight_vector real default null,
-  weight_graph real default null
+  weight_graph real default null,
+  record_access boolean default true
 ) returns jsonb
 language plpgsql volatile
 set search_path = '' set hnsw.iterative_scan = 'relaxed_order' set hnsw.ef_search = 100 as $$
@@ -622,7 +659,8 @@ begin
 
   -- (1) Full text, in the tenant's language, by ts_rank_cd.
   if v_q is not null then
-    v_tsq := websearch_to_tsquery(v_cfg.text_config, v_q);
+    -- Any of the words: a natural question rarely holds all of them (see cortex.memory_any_tsquery).
+    v_tsq := cortex.memory_any_tsquery(v_cfg.text_config, v_q);
     if numnode(v_tsq) > 0 then
       select coalesce(array_agg(c.id order by c.r desc, c.id), '{}') into v_text
       from (
@@ -718,7 +756,10 @@ begin
   into v_results, v_ids
   from top t;
 
-  perform cortex.record_access(v_tenant, v_ids);
+  -- A caller that serves the results itself (a briefing) or only measures (the eval) records nothing.
+  if search_memories.record_access is not false then  -- null: the default
+    perform cortex.record_access(v_tenant, v_ids);
+  end if;
   return jsonb_build_object(
     'results', v_results, 'k', v_cfg.rrf_k,
     'weights', jsonb_build_object('text', v_wt, 'vector', v_wv, 'graph', v_wg),
@@ -727,10 +768,10 @@ begin
                                'graph', coalesce(cardinality(search_memories.anchors), 0) > 0));
 end $$;
 comment on function public.search_memories(text, extensions.vector, text[], text, uuid, text[], timestamptz, timestamptz,
-  timestamptz, boolean, uuid[], int, int, real, real, real) is
-  'Hybrid search: full text (websearch_to_tsquery in the tenant''s text_config, ts_rank_cd), vector (cosine through HNSW with iterative scan; query_vector of 384 dimensions) and graph proximity to anchors (cortex.graph_walk), '
+  timestamptz, boolean, uuid[], int, int, real, real, real, boolean) is
+  'Hybrid search: full text (any of the words of websearch_to_tsquery in the tenant''s text_config, phrases and negations kept: cortex.memory_any_tsquery; ranked by ts_rank_cd), vector (cosine through HNSW with iterative scan; query_vector of 384 dimensions) and graph proximity to anchors (cortex.graph_walk), '
   'each its top max(limit x 4, 40) after the filters, fused by reciprocal rank: score = sum of weight_r / (rrf_k + rank_r) (rrf_k and weights from memory_settings unless given). '
   'Filters: kinds, agent, contact_id, tags (all of them), since/until (created_at), as_of (valid then; superseded included), include_superseded; archived never. Nodes below min_importance rank after the others. '
-  'Returns {results: [{memory, score, rankings: {text, vector, graph}}], k, weights, used}; records access of the returned nodes.';
+  'Returns {results: [{memory, score, rankings: {text, vector, graph}}], k, weights, used}; records access of the returned nodes (access count, edge reinforcement) unless record_access is false.';
 grant execute on function public.search_memories(text, extensions.vector, text[], text, uuid, text[], timestamptz, timestamptz,
-  timestamptz, boolean, uuid[], int, int, real, real, real) to authenticated;
+  timestamptz, boolean, uuid[], int, int, real, real, real, boolean) to authenticated;

@@ -406,18 +406,12 @@ begin
     -- The vector: the centroid of the anchors' embeddings (none when the provider is off).
     select extensions.avg(n.embedding) into v_vector from cortex.memory_nodes n
     where n.tenant_id = p_tenant_id and n.id = any (v_anchors) and n.embedding is not null;
-    -- search_memories records access for what it returns; the briefing records what it serves,
-    -- once. So the search runs in a subtransaction rolled back on purpose: its result is kept,
-    -- its access rows are not.
-    begin
-      v_search := coalesce(public.search_memories(
-        query => v_query, query_vector => v_vector, kinds => array['decision', 'fact', 'event'],
-        anchors => v_anchors, anchor_depth => 3, "limit" => least(100, v_per),
-        weight_text => v_mem.weight_text, weight_vector => v_mem.weight_text) -> 'results', '[]');
-      raise exception using errcode = 'CXB01', message = 'briefing: discard the search''s access rows';
-    exception when sqlstate 'CXB01' then
-      null;
-    end;
+    -- The briefing records access for what it serves, once: the search itself records none.
+    v_search := coalesce(public.search_memories(
+      query => v_query, query_vector => v_vector, kinds => array['decision', 'fact', 'event'],
+      anchors => v_anchors, anchor_depth => 3, "limit" => least(100, v_per),
+      weight_text => v_mem.weight_text, weight_vector => v_mem.weight_text,
+      record_access => false) -> 'results', '[]');
   end if;
 
   -- The neighbourhood: three steps from the agent node and its anchors (level by level).

@@ -61,6 +61,11 @@ class MemorySearch(Request):
     anchor_depth: int = Field(default=2, ge=1, le=6)
     limit: int = Field(default=10, ge=1, le=100)
     weights: SearchWeights | None = None
+    record_access: bool = Field(
+        default=True,
+        description="Count the access of the returned nodes and reinforce their edges; false for a caller that "
+        "only looks (or records what it serves itself).",
+    )
 
     @field_validator("query")
     @classmethod
