@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -105,7 +106,98 @@ def _api_functions(admin: Any) -> set[str]:
 
 
 def test_every_api_function_has_an_isolation_check(admin: Any) -> None:
-    assert _api_functions(admin) <= set(ATTACKS) | set(LISTINGS) | set(USAGE) | set(ADMIN_ATTACKS) | set(ADMIN_LISTINGS)
+    checked = set(ATTACKS) | set(LISTINGS) | set(USAGE) | set(ADMIN_ATTACKS) | set(ADMIN_LISTINGS)
+    assert _api_functions(admin) <= checked | set(MEMORY_ATTACKS) | set(MEMORY_LISTINGS)
+
+
+# --- the memory graph, briefings and ingest (issues 13 and 8) ------------------------------------
+
+# Called by the other tenant against the first tenant's memory (`memory`, linked to `other`) or
+# ingested file: each is a 404, and the memory is unchanged.
+MEMORY_ATTACKS: dict[str, Attack] = {
+    "get_memory": lambda c, t: call(c, "get_memory", memory_id=t["memory"]),
+    "update_memory": lambda c, t: call(c, "update_memory", memory_id=t["memory"], patch={"title": "pwned"}),
+    "supersede_memory": lambda c, t: call(c, "supersede_memory", memory_id=t["memory"], title="pwned"),
+    "forget_memory": lambda c, t: call(c, "forget_memory", memory_id=t["memory"]),
+    "link_memories": lambda c, t: call(
+        c, "link_memories", source_id=t["memory"], target_id=t["other"], relation="relates_to"
+    ),
+    "neighbors": lambda c, t: call(c, "neighbors", node_id=t["memory"]),
+    "traverse_graph": lambda c, t: call(c, "traverse_graph", start_ids=[t["memory"]]),
+    "remember": lambda c, t: call(
+        c,
+        "remember",
+        kind="fact",
+        title="pwned link",
+        links=Jsonb([{"target_id": t["memory"], "relation": "relates_to"}]),
+    ),
+    "get_ingest_file": lambda c, t: call(c, "get_ingest_file", file_id=t["ingest"]),
+}
+# No memory id to aim at: what they return must not hold the first tenant's memories or files.
+MEMORY_LISTINGS: dict[str, Callable[[psycopg.Connection[Any]], Any]] = {
+    "list_memories": lambda c: call(c, "list_memories", kinds=["fact"])["items"],
+    "search_memories": lambda c: [r["memory"] for r in call(c, "search_memories", query="Acme pallets")["results"]],
+    "graph_stats": lambda c: [call(c, "graph_stats")],
+    "graph_version": lambda c: [call(c, "graph_version")],
+    "get_briefing": lambda c: [call(c, "get_briefing")],
+    "list_ingest_files": lambda c: call(c, "list_ingest_files")["items"],
+    "ingest_chunks": lambda c: [
+        call(
+            c,
+            "ingest_chunks",
+            file_name="notes.md",
+            format="md",
+            chunks=Jsonb([{"title": "Acme pallets", "body": "x"}]),
+        )
+    ],
+    "fail_ingest": lambda c: [call(c, "fail_ingest", file_name="bad.bin", error="binary")],
+}
+
+
+@pytest.fixture
+def memory_target(tenant: Tenant, as_agent: AsAgent) -> dict[str, str]:
+    """The first tenant's memories (one linked to another) and an ingested file."""
+    with as_agent(tenant, "luna") as conn:
+        other = call(conn, "remember", kind="fact", title="Acme ships on pallets")["memory"]["id"]
+        memory = call(
+            conn, "remember", kind="fact", title="Acme pallets secret: 40 per truck",
+            links=Jsonb([{"target_id": other, "relation": "relates_to"}]),
+        )["memory"]["id"]  # fmt: skip
+        chunk = {"title": "Acme pallets rule", "body": "Always strap Acme pallets."}
+        ingested = call(conn, "ingest_chunks", file_name="acme.md", format="md", chunks=Jsonb([chunk]))
+    return {"memory": str(memory), "other": str(other), "ingest": str(ingested["file_id"])}
+
+
+def _memory_state(admin: Any, target: dict[str, str]) -> Any:
+    return admin.execute(
+        "select title, status, (select count(*) from cortex.memory_edges where source_id = %s) as edges"
+        " from cortex.memory_nodes where id = %s",
+        (target["memory"], target["memory"]),
+    ).fetchone()
+
+
+@pytest.mark.parametrize("name", sorted(MEMORY_ATTACKS))
+def test_other_tenant_cannot_reach_a_memory_through(
+    name: str, other_tenant: Tenant, as_agent: AsAgent, admin: Any, memory_target: dict[str, str]
+) -> None:
+    before = _memory_state(admin, memory_target)
+    with pytest.raises(CortexError) as err, as_agent(other_tenant, "luna") as conn:
+        MEMORY_ATTACKS[name](conn, memory_target)
+    assert err.value.status == 404
+    assert _memory_state(admin, memory_target) == before
+
+
+@pytest.mark.parametrize("name", sorted(MEMORY_LISTINGS))
+def test_other_tenant_sees_none_of_the_first_tenants_memories_through(
+    name: str, other_tenant: Tenant, as_agent: AsAgent, admin: Any, memory_target: dict[str, str]
+) -> None:
+    before = _memory_state(admin, memory_target)
+    with as_agent(other_tenant, "luna") as conn:
+        text = json.dumps(MEMORY_LISTINGS[name](conn), default=str)
+    for value in memory_target.values():
+        assert value not in text
+    assert "40 per truck" not in text and "strap Acme" not in text
+    assert _memory_state(admin, memory_target) == before
 
 
 @pytest.mark.parametrize("name", sorted(ATTACKS))

@@ -579,7 +579,7 @@ comment on function cortex.contact_node_body(cortex.contacts) is 'Body of a cont
 create or replace function cortex.graph_add_contacts(p_rows cortex.contacts[]) returns void
 language sql volatile security definer set search_path = '' as $$
   insert into cortex.memory_nodes (tenant_id, kind, title, body, contact_id, tags, importance, ref_kind, ref_id, metadata)
-  select c.tenant_id, 'contact', cortex.contact_node_title(c), cortex.contact_node_body(c), c.id, c.tags, 0.6,
+  select c.tenant_id, 'contact', cortex.contact_node_title(c), cortex.contact_node_body(c), c.id, c.tags[1:50], 0.6,
          'contact', c.id::text, jsonb_build_object('email', c.email, 'company_name', c.company_name, 'stage', c.stage)
   from unnest(p_rows) c
   on conflict (tenant_id, ref_kind, ref_id) where ref_kind is not null do nothing
@@ -675,7 +675,7 @@ create or replace function cortex.graph_sync_contact_changes() returns trigger
 language plpgsql security definer set search_path = '' as $$
 begin
   update cortex.memory_nodes n
-  set title = cortex.contact_node_title(new), body = cortex.contact_node_body(new), tags = new.tags,
+  set title = cortex.contact_node_title(new), body = cortex.contact_node_body(new), tags = new.tags[1:50],
       metadata = n.metadata || jsonb_build_object('email', new.email, 'company_name', new.company_name, 'stage', new.stage)
   where n.tenant_id = new.tenant_id and n.ref_kind = 'contact' and n.ref_id = new.id::text;
   return null;
