@@ -900,6 +900,55 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+CPU_VARIANTS = {
+    "claims only (the loop's own cost, subtracted from the others)": "",
+    "get_context(contact, 1)": "x := public.get_context(r.contact_id, 1);",
+    "the rendered row under RLS, read directly": (
+        "select l.level_1 into x from cortex.context_levels l "
+        "where l.contact_id = r.contact_id and l.tenant_id = (select cortex.current_tenant());"
+    ),
+    "cortex.require_tenant() (claims parsed, agent checked)": "perform cortex.require_tenant();",
+}
+
+
+def backend_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a local server process (from /proc: load on the machine does not
+    inflate it, as it does wall time)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def bench_context_cpu(dsn: str, calls: int = 3000, rounds: int = 3) -> dict[str, float]:
+    """CPU microseconds per call of get_context level 1 and its parts, in one backend, as an agent
+    (each call with its claims set, as in a request), best of `rounds`, the loop's own cost taken out."""
+    best: dict[str, float] = {}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("select pg_backend_pid()").fetchone()
+        assert row is not None
+        pid = int(row[0])
+        conn.execute(
+            "create temp table cpu_targets as select contact_id, claims from bench.context_targets order by n limit %s",
+            (calls,),
+        )
+        conn.execute("grant select on cpu_targets to authenticated")
+        for _ in range(rounds):
+            for name, body in CPU_VARIANTS.items():
+                block = (
+                    "do $$ declare r record; x jsonb; begin set local role authenticated; "
+                    "for r in select * from cpu_targets loop "
+                    f"perform set_config('request.jwt.claims', r.claims, true); {body} end loop; end $$"
+                )
+                with conn.transaction(force_rollback=True):
+                    conn.execute(block)  # warm: plans, caches
+                with conn.transaction(force_rollback=True):
+                    t0 = backend_cpu_seconds(pid)
+                    conn.execute(block)
+                    spent = (backend_cpu_seconds(pid) - t0) / calls * 1e6
+                best[name] = min(best.get(name, spent), spent)
+    base = best.pop(next(iter(CPU_VARIANTS)))
+    return {name: round(max(0.0, us - base), 1) for name, us in best.items()}
+
+
 def bench_context_pgbench(dsn: str, clients: int, seconds: int, max_load: float, max_wait: float) -> dict[str, Any]:
     """get_context level 1 as PostgREST runs it (role and claims set in the transaction), from
     pgbench with `clients` connections for `seconds`, on random contacts whose context is fresh."""
@@ -927,6 +976,7 @@ def bench_context_pgbench(dsn: str, clients: int, seconds: int, max_load: float,
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         jobs_after = conn.execute("select count(*) from cortex.jobs").fetchone()
+    cpu = bench_context_cpu(dsn)
     failed = next((ln for ln in done.stdout.splitlines() if ln.startswith("number of failed transactions")), "")
     return {
         "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -942,6 +992,7 @@ def bench_context_pgbench(dsn: str, clients: int, seconds: int, max_load: float,
         "refreshes_queued": (jobs_after[0] if jobs_after else 0) - (jobs_before[0] if jobs_before else 0),
         "load_average_at_start": round(load_at_start, 2),
         "load_average_before": round(load_before, 2),
+        "cpu_us_per_call": cpu,
     }
 
 
@@ -981,6 +1032,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"failed {result['failed']}, refreshes queued {result['refreshes_queued']}, "
             f"load average before {result['load_average_before']}"
         )
+        for name, us in result["cpu_us_per_call"].items():
+            print(f"  CPU per call, {name}: {us} us")
         print(f"result written to {out}")
         return 0
     if args.command == "generate":

@@ -49,6 +49,13 @@ HANDOFF_ANSWER: dict[str, Any] = {
     "suggested_action": "Send the pricing sheet and offer a discovery call",
 }
 
+VOICE_ANSWER: dict[str, Any] = {
+    "next_greeting": "Hi Stefan! Ready to continue the story of how you founded Arbez?",
+    "key_topics": ["Arbez founding story", "childhood memories", "first employees"],
+    "sentiment": "Engaged",
+    "conversation_summary": "Explored how Stefan founded Arbez and what shaped him as a child.",
+}
+
 _ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -71,12 +78,15 @@ def prompt_text(request: dict[str, Any]) -> str:
 
 
 def default_reply(request: dict[str, Any]) -> str:
-    """A valid JSON answer for whichever of Cortex's three prompts the request carries."""
+    """A valid JSON answer for whichever of Cortex's prompts the request carries (summary, context,
+    handoff, voice greeting)."""
     prompt = prompt_text(request)
     if prompt.startswith("You are creating a handoff summary"):
         return json.dumps(HANDOFF_ANSWER)
     if prompt.startswith("You are generating a working context summary"):
         return json.dumps(CONTEXT_ANSWER)
+    if prompt.startswith("You are preparing a voice agent's memory"):
+        return json.dumps(VOICE_ANSWER)
     if prompt.startswith("Summarize this"):
         # Wrapped like a chatty model would, to exercise the JSON extraction.
         return "Here is the analysis:\n```json\n" + json.dumps(ANALYSIS_ANSWER, indent=2) + "\n```"

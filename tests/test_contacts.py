@@ -69,7 +69,7 @@ def test_update_contact_sets_given_fields_clears_nulls_and_rejects_unknown_keys(
             contact_id=contact["id"],
             patch={"phone": "+1 555 0100", "company_name": None, "tags": ["vip"]},
         )
-    assert updated["phone"] == "+1 555 0100"
+    assert updated["phone"] == "+15550100"  # formatting removed: E.164
     assert updated["company_name"] is None
     assert updated["tags"] == ["vip"]
     assert updated["name"] == "John Smith"

@@ -55,9 +55,32 @@ def world(tenant: Tenant, as_agent: AsAgent, admin: Any, contact: dict[str, Any]
     )
     admin.execute("select cortex.job_handoff_reminders(now())")  # a schedule_runs row per tenant
     admin.execute("select cortex.fold_graph_changes()")  # a graph_versions row; the write below adds a change
+    admin.execute(  # term statistics, as the hourly count leaves them
+        "insert into cortex.memory_lexemes (tenant_id, lexeme, ndoc) values (%s, 'world', 50)", (tenant.id,)
+    )
     with as_agent(tenant, "luna") as conn:
         call(conn, "log_interaction", contact_id=contact["id"], type="note", subject="after the fold")
         call(conn, "get_briefing")  # a cortex.briefings row
+        memory = call(conn, "remember", kind="fact", title="The world keeps a promoted fact")["memory"]["id"]
+    with as_agent(tenant, "system") as conn:  # consolidation: an item, a change and a promotion, a run, the rate
+        call(conn, "cortex.consolidation_record_promotion", p_memory_id=memory, p_vault_path="fact/world.md",
+             p_criteria=["importance >= 0.7"])  # fmt: skip
+        run = call(conn, "cortex.consolidation_start_run", p_agents=["decay"])
+        call(conn, "cortex.consolidation_take_ops", p_limit=100)
+        call(conn, "cortex.consolidation_finish_run", p_run_id=run["id"], p_status="done", p_report={})
+    # Voice: a voice agent, a caller (tier 1) and luna's state with it (tier 2), as the worker stores them.
+    with as_agent(tenant, "system") as conn:
+        call(conn, "add_voice_agent", platform_agent_id="agent_world", agent="luna", name="Luna")
+        call(conn, "set_voice_secrets", rotate_webhook_secret=True)
+    admin.execute(
+        "select cortex.voice_accept_call(%s, 'conv_world', 'agent_world', 'luna', '+16125551234', '{}')", (tenant.id,)
+    )
+    admin.execute(
+        """select cortex.voice_store_call(%s, 'conv_world', 'World', '{"next_greeting": "Hi World!",
+           "key_topics": ["a", "b", "c"], "sentiment": "neutral", "conversation_summary": "Talked."}',
+           'User: hi', null)""",
+        (tenant.id,),
+    )
     return {
         "tenant": tenant.id,
         "contact": contact["id"],

@@ -181,25 +181,42 @@ def test_duplicates_are_per_kind_and_per_scope(as_agent: AsAgent, tenant: Tenant
     assert write(as_agent, tenant, "Ship on Fridays", agent="mia", visibility="private")["created"] is True
 
 
-def test_the_trigram_test_uses_its_index(admin: Admin, tenant: Tenant) -> None:
-    # A tenant with many nodes (for a few hundred, scanning them is cheaper, and the planner does
-    # that). Triggers off for speed: only the index matters here.
+def test_near_duplicates_are_looked_up_by_their_rarest_words_through_the_full_text_index(
+    admin: Admin, tenant: Tenant, as_agent: AsAgent
+) -> None:
+    # A tenant with many nodes sharing the common words (for a few hundred, scanning them is
+    # cheaper, and the planner does that). Triggers off for speed.
     admin.execute("set session_replication_role = replica")
     admin.execute(
-        "insert into cortex.memory_nodes (tenant_id, kind, title) "
-        "select %s, 'fact', 'note ' || g from generate_series(1, 20000) g",
+        "insert into cortex.memory_nodes (tenant_id, kind, title, body, fts) "
+        "select %s, 'fact', 'customer note ' || g, 'the customer called about the invoice', "
+        "to_tsvector('english', 'customer note ' || g || ' the customer called about the invoice') "
+        "from generate_series(1, 20000) g",
         (tenant.id,),
     )
     admin.execute("reset session_replication_role")
-    admin.execute("analyze cortex.memory_nodes")
-    admin.execute("set pg_trgm.similarity_threshold = 0.9")
+    admin.execute("vacuum analyze cortex.memory_nodes")  # flushes the GIN pending list too
+    admin.execute("select cortex.refresh_memory_lexicon(%s)", (tenant.id,))
+    with as_agent(tenant, "luna") as conn:
+        rare = conn.execute(
+            "select cortex.memory_rare_tsquery(%s, 'english', %s, 8, 500)::text",
+            (tenant.id, "The customer called about the invoice for the Zanzibar warehouse"),
+        ).fetchone()[0]
+    # The common words (in 20,000 memories each) are left out: only what is rare picks candidates.
+    assert rare == "'warehous' | 'zanzibar'"
     plan = admin.execute(
-        """explain select n.id from cortex.memory_nodes n
-           where n.tenant_id = %s and (n.title || ' ' || n.body) operator(extensions.%%) 'note 12345 '
-             and n.status = 'active' and n.ref_kind is null""",
-        (tenant.id,),
+        "explain select n.id from cortex.memory_nodes n where n.tenant_id = %s "
+        "and n.fts @@ %s::tsquery and n.status = 'active' and n.ref_kind is null",
+        (tenant.id, rare),
     ).fetchall()
-    assert "memory_nodes_dedup_trgm" in " ".join(r["QUERY PLAN"] for r in plan)
+    assert "memory_nodes_fts" in " ".join(r["QUERY PLAN"] for r in plan)
+
+
+def test_a_restatement_with_a_typo_is_still_a_near_duplicate(as_agent: AsAgent, tenant: Tenant) -> None:
+    first = write(as_agent, tenant, "Maria Lopez prefers to be called in the morning before her team standup")
+    again = write(as_agent, tenant, "Maria Lopez prefers to be caled in the morning before her team standup")
+    assert again["created"] is False and again["deduplicated"] == "trigram"
+    assert again["memory"]["id"] == first["memory"]["id"]
 
 
 def test_concurrent_writers_of_one_memory_make_one_node(as_agent: AsAgent, tenant: Tenant, admin: Admin) -> None:

@@ -229,6 +229,93 @@ def test_text_search_matches_any_of_the_words_ranking_more_matches_first_with_ph
     assert text('warehouse -"prefers email"') == [other]
 
 
+def _candidates(conn: Any, tenant: Tenant, query: str, budget: int) -> str:
+    row = conn.execute(
+        "select cortex.memory_candidate_tsquery(%s, 'english', %s, %s)::text as q", (tenant.id, query, budget)
+    ).fetchone()
+    return str(row["q"] if isinstance(row, dict) else row[0])
+
+
+def test_term_statistics_count_shared_active_memories_only_and_keep_common_words(
+    admin: Any, tenant: Tenant, other_tenant: Tenant
+) -> None:
+    for i in range(60):
+        _insert(admin, tenant, f"Invoice note {i}", "the invoice was paid")
+        _insert(admin, tenant, f"Private {i}", "okapi sighting", visibility="private")
+    for i in range(55):
+        _insert(admin, tenant, f"Old {i}", "zebra crossing", status="archived")
+    _insert(admin, tenant, "Rare", "narwhal")
+    assert admin.execute("select cortex.refresh_memory_lexicons(p_min_documents => 50) as n").fetchone()["n"] == 1
+    counts = {
+        r["lexeme"]: r["ndoc"]
+        for r in admin.execute("select lexeme, ndoc from cortex.memory_lexemes where tenant_id = %s", (tenant.id,))
+    }
+    # Only words in at least 50 shared, active memories: not the private ones, the archived ones or the rare one.
+    assert counts == {"invoic": 60, "note": 60, "paid": 60}
+    run = admin.execute("select documents, lexemes from cortex.memory_lexicon_runs where tenant_id = %s", (tenant.id,))
+    entities = admin.execute(
+        "select count(*) as n from cortex.memory_nodes where tenant_id = %s and ref_kind is not null", (tenant.id,)
+    ).fetchone()["n"]
+    assert run.fetchone() == {"documents": 61 + entities, "lexemes": 3}
+    # The other tenant had too few memories to be counted at all.
+    assert (
+        admin.execute(
+            "select count(*) as n from cortex.memory_lexicon_runs where tenant_id = %s", (other_tenant.id,)
+        ).fetchone()["n"]
+        == 0
+    )
+
+
+def test_text_candidates_come_from_the_rarest_words_within_the_budget_and_keep_negations(
+    admin: Any, tenant: Tenant, as_agent: AsAgent
+) -> None:
+    admin.execute(
+        "insert into cortex.memory_lexemes (tenant_id, lexeme, ndoc) values (%(t)s, 'invoic', 900), "
+        "(%(t)s, 'custom', 5000), (%(t)s, 'refund', 300)",
+        {"t": tenant.id},
+    )
+    with as_agent(tenant, "luna") as conn:
+        # Everything fits a big budget: the any-word query itself.
+        assert _candidates(conn, tenant, "customer invoice refund", 10000) == "'custom' | 'invoic' | 'refund'"
+        # Rarest first while the expected matches stay under the budget; the rarest always.
+        assert _candidates(conn, tenant, "customer invoice refund", 1500) == "'invoic' | 'refund'"
+        assert _candidates(conn, tenant, "customer invoice refund", 1000) == "'refund'"
+        assert _candidates(conn, tenant, "customer invoice refund", 100) == "'refund'"
+        # A word never counted is rarer than any counted one; a negation is always kept.
+        assert _candidates(conn, tenant, "customer narwhal -invoice", 100) == "'narwhal' & !'invoic'"
+        # A phrase is as rare as its rarest word.
+        assert _candidates(conn, tenant, '"customer refund" invoice', 500) == "'custom' <-> 'refund'"
+
+
+def test_search_ranks_candidates_by_every_word_of_the_query(admin: Any, tenant: Tenant, as_agent: AsAgent) -> None:
+    """Pruning picks candidates, never the ranking: among the documents holding the rare word, the
+    one that also holds the common words comes first."""
+    admin.execute(
+        "insert into cortex.memory_lexemes (tenant_id, lexeme, ndoc) values (%(t)s, 'custom', 100000)",
+        {"t": tenant.id},
+    )
+    best = _insert(admin, tenant, "Customer refund for the customer", "refund approved for the customer")
+    rare_only = _insert(admin, tenant, "Refund policy", "refund within 30 days")
+    _insert(admin, tenant, "Customer call", "the customer called")
+    with as_agent(tenant, "luna") as conn:
+        found = _ids(call(conn, "search_memories", query="customer refund", record_access=False))
+    assert found[:2] == [best, rare_only]
+
+
+def test_term_statistics_of_another_tenant_are_invisible(
+    admin: Any, tenant: Tenant, other_tenant: Tenant, as_agent: AsAgent
+) -> None:
+    admin.execute(
+        "insert into cortex.memory_lexemes (tenant_id, lexeme, ndoc) values (%s, 'invoic', 900)", (tenant.id,)
+    )
+    with as_agent(other_tenant, "luna") as conn:
+        assert conn.execute("select count(*) from cortex.memory_lexemes").fetchone()[0] == 0
+        # Asking with the first tenant's id learns nothing: the word counts as never seen.
+        assert _candidates(conn, tenant, "invoice refund", 1) == "'invoic' | 'refund'"
+    with as_agent(tenant, "luna") as conn:
+        assert _candidates(conn, tenant, "invoice refund", 1) == "'refund'"
+
+
 def test_a_search_with_record_access_false_records_nothing_on_either_path(
     world: dict[str, str], tenant: Tenant, as_agent: AsAgent, admin: Any, client: Any
 ) -> None:
@@ -381,3 +468,22 @@ def test_bad_input_over_http_is_a_422_naming_the_field(
     res = _post(client, tenant, body)
     assert res.status_code == 422, res.text
     assert res.json()["error"]["field"] == field
+
+
+def test_reads_that_only_log_access_commit_without_waiting_for_the_wal_flush(
+    admin: Any, tenant: Tenant, as_agent: AsAgent
+) -> None:
+    """search_memories (when it records access) and get_briefing write nothing but the access log
+    and the briefing cache: their transaction commits asynchronously; a search that records nothing
+    leaves the setting alone."""
+    _insert(admin, tenant, "Maria Lopez prefers email")
+    with as_agent(tenant, "luna") as conn:
+        call(conn, "search_memories", query="Maria", record_access=False)
+        assert conn.execute("show synchronous_commit").fetchone()[0] == "on"
+        call(conn, "search_memories", query="Maria")
+        assert conn.execute("show synchronous_commit").fetchone()[0] == "off"
+    with as_agent(tenant, "luna") as conn:
+        call(conn, "get_briefing")
+        assert conn.execute("show synchronous_commit").fetchone()[0] == "off"
+    with as_agent(tenant, "luna") as conn:  # the setting is the transaction's, not the session's
+        assert conn.execute("show synchronous_commit").fetchone()[0] == "on"

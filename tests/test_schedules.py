@@ -32,6 +32,8 @@ EXPECTED_SCHEDULE = {
     "cortex-fold-memory-access": ("* * * * *", "select cortex.fold_memory_access()"),
     "cortex-fold-graph-changes": ("* * * * *", "select cortex.fold_graph_changes()"),
     "cortex-precompute-briefings": ("*/5 * * * *", "select cortex.job_precompute_briefings()"),
+    "cortex-refresh-memory-lexicons": ("17 * * * *", "select cortex.refresh_memory_lexicons()"),
+    "cortex-nightly-consolidation": ("15 * * * *", "select cortex.job_consolidation()"),
 }
 
 
@@ -415,6 +417,7 @@ def test_a_database_without_pg_cron_gets_the_job_functions_but_no_schedule(admin
     ).fetchall()
     assert [f["proname"] for f in functions] == [
         "job_cleanup_cron_history",
+        "job_consolidation",
         "job_daily_usage_report",
         "job_handoff_reminders",
         "job_nightly_context_refresh",

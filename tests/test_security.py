@@ -11,6 +11,13 @@ import pytest
 
 OUR_SCHEMAS = "('cortex', 'public')"
 
+# Hot SQL helpers called per row by walks and searches: they carry no SET clause so that the
+# planner inlines them (see the function_search_path_fixed rule and test_inlined_helpers_are_inlined).
+INLINED = (
+    "cortex.decayed_weight",
+    "cortex.memory_node_json",
+)
+
 RULES: dict[str, tuple[str, str]] = {
     "rls_enabled": (
         f"""select n.nspname || '.' || c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace
@@ -21,7 +28,14 @@ RULES: dict[str, tuple[str, str]] = {
         f"""select p.oid::regprocedure::text from pg_proc p join pg_namespace n on n.oid = p.pronamespace
             where n.nspname in {OUR_SCHEMAS}
               and not exists (select from pg_depend d where d.objid = p.oid and d.deptype = 'e')
-              and not coalesce(p.proconfig::text like '%search_path=%', false)""",
+              and not coalesce(p.proconfig::text like '%search_path=%', false)
+              -- The one exception: a hot SQL helper the planner must inline (a SET clause forbids
+              -- it), invoker-rights, immutable or stable, and saying so in its comment.
+              -- test_inlined_helpers_are_inlined proves they are.
+              and not (n.nspname || '.' || p.proname = any (array{list(INLINED)!r})
+                       and p.prolang = (select oid from pg_language where lanname = 'sql')
+                       and not p.prosecdef and p.provolatile in ('i', 's')
+                       and obj_description(p.oid, 'pg_proc') like '%Inlined into its callers%')""",
         "add `set search_path = ''` to the function",
     ),
     "security_definer_not_executable_by_anon": (
@@ -218,3 +232,27 @@ def test_rule_catches_a_violation(admin: Any, rule: str) -> None:
         admin.execute(statement)
     found = [str(next(iter(r.values()))) for r in admin.execute(RULES[rule][0]).fetchall()]  # type: ignore[arg-type]
     assert any(f == offender or f.endswith("." + offender) for f in found), (rule, found)
+
+
+def test_inlined_helpers_are_inlined(admin: Any) -> None:
+    """The helpers exempt from `set search_path` are exempt because the planner inlines them: a
+    query calling them shows their bodies in its plan, not a call to the function."""
+    plan = admin.execute(
+        """explain (verbose, costs off)
+           select cortex.decayed_weight(e.weight, e.last_reinforced_at, 30, false, now()),
+                  cortex.memory_node_json(n)
+           from cortex.memory_edges e join cortex.memory_nodes n on n.tenant_id = e.tenant_id and n.id = e.target_id"""
+    ).fetchall()
+    text = "\n".join(str(next(iter(r.values()))) for r in plan)
+    assert "power(" in text and "jsonb_build_object(" in text, text
+    assert "decayed_weight" not in text and "memory_node_json" not in text, text
+
+
+def test_inlined_helpers_refuse_a_set_clause_exemption_without_the_comment(admin: Any) -> None:
+    """The exemption is narrow: a listed helper that loses its 'Inlined' comment is reported again."""
+    admin.execute(
+        "comment on function cortex.decayed_weight(real, timestamptz, real, boolean, timestamptz) is 'changed'"
+    )
+    query, _ = RULES["function_search_path_fixed"]
+    found = [str(next(iter(r.values()))) for r in admin.execute(query).fetchall()]  # type: ignore[arg-type]
+    assert [f.split("(")[0].removeprefix("cortex.") for f in found] == ["decayed_weight"]

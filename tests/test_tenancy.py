@@ -107,7 +107,9 @@ def _api_functions(admin: Any) -> set[str]:
 
 def test_every_api_function_has_an_isolation_check(admin: Any) -> None:
     checked = set(ATTACKS) | set(LISTINGS) | set(USAGE) | set(ADMIN_ATTACKS) | set(ADMIN_LISTINGS)
-    assert _api_functions(admin) <= checked | set(MEMORY_ATTACKS) | set(MEMORY_LISTINGS)
+    checked |= set(CONSOLIDATION_ATTACKS) | set(CONSOLIDATION_LISTINGS)
+    voice = set(VOICE_ATTACKS) | set(VOICE_LISTINGS)
+    assert _api_functions(admin) <= checked | set(MEMORY_ATTACKS) | set(MEMORY_LISTINGS) | voice
 
 
 # --- the memory graph, briefings and ingest (issues 13 and 8) ------------------------------------
@@ -339,3 +341,149 @@ def test_operator_functions_are_not_executable_by_api_roles(dsn: str, tenant: Te
     with psycopg.connect(dsn, autocommit=True) as conn:
         assert call(conn, "cortex.resolve_tenant", p_ref=tenant.slug) is not None
         assert call(conn, "cortex.tenant_config", p_tenant_id=tenant.id) == {}
+
+
+# --- voice (issue 9) ---------------------------------------------------------------------------------------
+
+VOICE_PHONE = "+16125551234"
+# Called by the other tenant against the first tenant's caller: a 404, and nothing changed.
+VOICE_ATTACKS: dict[str, Callable[[psycopg.Connection[Any]], Any]] = {
+    "get_voice_caller": lambda c: call(c, "get_voice_caller", phone=VOICE_PHONE),
+}
+# No caller to aim at: what they return must not hold the first tenant's voice agent, caller or greeting,
+# and writes land in the caller's own tenant.
+VOICE_LISTINGS: dict[str, Callable[[psycopg.Connection[Any]], Any]] = {
+    "voice_client_data": lambda c: [call(c, "voice_client_data", agent_id="agent_acme", caller_id=VOICE_PHONE)],
+    "list_voice_agents": lambda c: call(c, "list_voice_agents")["items"],
+    "add_voice_agent": lambda c: [call(c, "add_voice_agent", platform_agent_id="agent_acme", agent="system")],
+    "set_voice_secrets": lambda c: [call(c, "set_voice_secrets", rotate_webhook_secret=True)],
+}
+
+
+# --- consolidation (issue 10) ----------------------------------------------------------------------
+
+# Called by the other tenant's admin (system) against the first tenant's consolidation item (a merge
+# of `memory` and `other`, done, so it can be undone) or its memories: each is a 404, and nothing changes.
+CONSOLIDATION_ATTACKS: dict[str, Attack] = {
+    "get_consolidation_item": lambda c, t: call(c, "get_consolidation_item", item_id=t["item"]),
+    "claim_consolidation_item": lambda c, t: call(c, "claim_consolidation_item", item_id=t["item"]),
+    "close_consolidation_item": lambda c, t: call(c, "close_consolidation_item", item_id=t["item"], reason="pwned"),
+    "block_consolidation_item": lambda c, t: call(c, "block_consolidation_item", item_id=t["item"], error="pwned"),
+    "undo_consolidation_merge": lambda c, t: call(c, "undo_consolidation_merge", item_id=t["item"]),
+    "create_consolidation_item": lambda c, t: call(
+        c, "create_consolidation_item", agent="cluster", memory_ids=[t["memory"], t["other"]], action="merge"
+    ),
+}
+CONSOLIDATION_LISTINGS: dict[str, Callable[[psycopg.Connection[Any]], Any]] = {
+    "list_consolidation_items": lambda c: call(c, "list_consolidation_items", status=None)["items"],
+    "consolidation_status": lambda c: [call(c, "consolidation_status")],
+}
+
+
+@pytest.fixture
+def voice_target(tenant: Tenant, as_agent: AsAgent, admin: Any) -> dict[str, str]:
+    """The first tenant's voice agent (luna as agent_acme), a caller and luna's state with it."""
+    with as_agent(tenant, "system") as conn:
+        call(conn, "add_voice_agent", platform_agent_id="agent_acme", agent="luna", name="Acme Luna")
+        call(conn, "set_voice_secrets", rotate_webhook_secret=True, post_call_secret="acme-post-call")
+    admin.execute("select cortex.voice_accept_call(%s, 'conv_acme', 'agent_acme', 'luna', %s, '{}')",
+                  (tenant.id, VOICE_PHONE))  # fmt: skip
+    admin.execute(
+        """select cortex.voice_store_call(%s, 'conv_acme', 'Stefan', '{"next_greeting": "Hi Stefan, secret greeting!",
+           "key_topics": ["acme topic", "b", "c"], "sentiment": "engaged", "conversation_summary": "Talked."}',
+           'User: my name is Stefan', null)""",
+        (tenant.id,),
+    )
+    return {"tenant": tenant.id}
+
+
+def _voice_state(admin: Any) -> Any:
+    return admin.execute(
+        "select (select string_agg(agent || ':' || platform_agent_id || ':' || coalesce(name, ''), ',' order by agent)"
+        "        from cortex.voice_agents) as agents,"
+        " (select string_agg(encode(webhook_secret_hash, 'hex'), ',' order by tenant_id) from cortex.voice_settings)"
+        "   as secrets,"
+        " (select string_agg(phone || ':' || total_interactions, ',') from cortex.voice_callers) as callers,"
+        " (select string_agg(next_greeting, ',') from cortex.voice_caller_states) as states"
+    ).fetchone()
+
+
+@pytest.mark.parametrize("name", sorted(VOICE_ATTACKS))
+def test_other_tenant_cannot_reach_a_caller_through(
+    name: str, other_tenant: Tenant, as_agent: AsAgent, admin: Any, voice_target: dict[str, str]
+) -> None:
+    before = _voice_state(admin)
+    with pytest.raises(CortexError) as err, as_agent(other_tenant, "luna") as conn:
+        VOICE_ATTACKS[name](conn)
+    assert err.value.status == 404
+    assert _voice_state(admin) == before
+
+
+FIRST_TENANT_VOICE = (
+    "select (select string_agg(agent || ':' || coalesce(name, ''), ',') from cortex.voice_agents"
+    " where tenant_id = %s) as agents,"
+    " (select webhook_secret_hash from cortex.voice_settings where tenant_id = %s) as secret"
+)
+
+
+@pytest.mark.parametrize("name", sorted(VOICE_LISTINGS))
+def test_other_tenant_sees_and_changes_none_of_the_first_tenants_voice_memory_through(
+    name: str, tenant: Tenant, other_tenant: Tenant, as_agent: AsAgent, admin: Any, voice_target: dict[str, str]
+) -> None:
+    first = admin.execute(FIRST_TENANT_VOICE, (tenant.id, tenant.id)).fetchone()
+    with as_agent(other_tenant, "system") as conn:
+        text = json.dumps(VOICE_LISTINGS[name](conn), default=str)
+    assert "Acme Luna" not in text and "secret greeting" not in text and "Stefan" not in text
+    assert "acme topic" not in text
+    after = admin.execute(FIRST_TENANT_VOICE, (tenant.id, tenant.id)).fetchone()
+    assert after == first
+
+
+@pytest.fixture
+def consolidation_target(tenant: Tenant, as_agent: AsAgent, memory_target: dict[str, str]) -> dict[str, str]:
+    """The first tenant's memories merged by a consolidation item (done: it can be undone)."""
+    with as_agent(tenant, "system") as conn:
+        item = call(conn, "create_consolidation_item", agent="cluster", action="merge",
+                    memory_ids=[memory_target["memory"], memory_target["other"]])["item"]  # fmt: skip
+        conn.execute(
+            "update cortex.consolidation_items set labels = labels || '{consolidation:merge}' where id = %s",
+            (item["id"],),
+        )
+        call(conn, "claim_consolidation_item", item_id=item["id"])
+        call(conn, "cortex.consolidation_merge_apply", p_item_id=item["id"], p_title="Acme pallets, merged",
+             p_body="Acme ships on pallets. Secret: 40 per truck.", p_entities=[], p_content_diff="-\n+",
+             p_model="deterministic")  # fmt: skip
+    return {**memory_target, "item": str(item["id"])}
+
+
+def _consolidation_state(admin: Any, target: dict[str, str]) -> Any:
+    return admin.execute(
+        "select i.status, i.notes, (select count(*) from cortex.consolidation_items) as items,"
+        " (select string_agg(status, ',' order by id) from cortex.memory_nodes where id = any(i.memory_ids)) as nodes"
+        " from cortex.consolidation_items i where i.id = %s",
+        (target["item"],),
+    ).fetchone()
+
+
+@pytest.mark.parametrize("name", sorted(CONSOLIDATION_ATTACKS))
+def test_other_tenants_admin_cannot_reach_a_consolidation_item_through(
+    name: str, other_tenant: Tenant, as_agent: AsAgent, admin: Any, consolidation_target: dict[str, str]
+) -> None:
+    before = _consolidation_state(admin, consolidation_target)
+    with pytest.raises(CortexError) as err, as_agent(other_tenant, "system") as conn:
+        CONSOLIDATION_ATTACKS[name](conn, consolidation_target)
+    assert err.value.status == 404
+    assert _consolidation_state(admin, consolidation_target) == before
+
+
+@pytest.mark.parametrize("name", sorted(CONSOLIDATION_LISTINGS))
+def test_other_tenants_admin_sees_none_of_the_first_tenants_consolidation_through(
+    name: str, other_tenant: Tenant, as_agent: AsAgent, admin: Any, consolidation_target: dict[str, str]
+) -> None:
+    before = _consolidation_state(admin, consolidation_target)
+    with as_agent(other_tenant, "system") as conn:
+        text = json.dumps(CONSOLIDATION_LISTINGS[name](conn), default=str)
+    for value in consolidation_target.values():
+        assert value not in text
+    assert '"pending": 0' in text or text == "[]"
+    assert _consolidation_state(admin, consolidation_target) == before

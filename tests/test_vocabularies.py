@@ -11,6 +11,7 @@ import pytest
 
 from cortex import llm
 from cortex.briefings import models as briefings
+from cortex.consolidation import models as consolidation
 from cortex.contacts import models as contacts
 from cortex.graph import models as graph
 from cortex.handoffs import models as handoffs
@@ -18,6 +19,7 @@ from cortex.ingest import models as ingest
 from cortex.interactions import models as interactions
 from cortex.usage import budget
 from cortex.usage import models as usage
+from cortex.voice import models as voice
 from tests.conftest import Tenant
 
 # SQL vocabulary function -> the Python Literal that must list the same values in the same order.
@@ -50,9 +52,22 @@ PARITY: dict[str, Any] = {
     "ingest_formats": ingest.IngestFormat,
     "ingest_statuses": ingest.IngestStatus,
     "ingest_sources": ingest.IngestSource,
+    "voice_sentiments": llm.VoiceSentiment,
+    "voice_profile_sources": voice.ProfileSource,
+    "voice_call_statuses": voice.CallStatus,
+    "consolidation_agents": consolidation.AgentName,
+    "consolidation_statuses": consolidation.ItemStatus,
+    "consolidation_urgencies": consolidation.Urgency,
 }
 # Vocabularies with no Python Literal (yet): still defined once in SQL and used by their CHECKs.
-SQL_ONLY = ("agent_roles", "queue_statuses", "alert_severities", "outbox_statuses")
+SQL_ONLY = (
+    "agent_roles",
+    "queue_statuses",
+    "alert_severities",
+    "outbox_statuses",
+    "consolidation_change_kinds",
+    "consolidation_run_statuses",
+)
 
 # Which column's CHECK each vocabulary guards (table.column), to prove the constraint reads it.
 CHECKED_BY: dict[str, tuple[str, str]] = {
@@ -81,6 +96,14 @@ CHECKED_BY: dict[str, tuple[str, str]] = {
     "ingest_formats": ("ingest_files", "format"),
     "ingest_statuses": ("ingest_files", "status"),
     "ingest_sources": ("ingest_files", "source"),
+    "voice_sentiments": ("voice_caller_states", "sentiment"),
+    "voice_profile_sources": ("voice_agents", "profile_source"),
+    "voice_call_statuses": ("voice_calls", "status"),
+    "consolidation_agents": ("consolidation_items", "agent"),
+    "consolidation_statuses": ("consolidation_items", "status"),
+    "consolidation_urgencies": ("consolidation_items", "urgency"),
+    "consolidation_change_kinds": ("consolidation_changes", "change"),
+    "consolidation_run_statuses": ("consolidation_runs", "status"),
 }
 
 

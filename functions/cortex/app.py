@@ -33,6 +33,7 @@ from werkzeug.routing import Map, RequestRedirect, Rule
 from cortex import auth, health, openapi
 from cortex.alerts import routes as alerts
 from cortex.briefings import routes as briefings
+from cortex.consolidation import routes as consolidation
 from cortex.contacts import routes as contacts
 from cortex.context import routes as context
 from cortex.errors import CortexError
@@ -45,6 +46,7 @@ from cortex.memories import search as memory_search
 from cortex.notifications import routes as notifications
 from cortex.routing import API_PREFIX, Call, RawJSON, Reply, Route, Router, parse_json, read_body, validate
 from cortex.usage import routes as usage
+from cortex.voice import routes as voice
 
 logger = logging.getLogger("cortex.api")
 
@@ -70,6 +72,8 @@ ROUTERS: tuple[Router, ...] = (
     memory_search.router,
     briefings.router,
     ingest.router,
+    voice.router,
+    consolidation.router,
     health.router,
     meta,
 )

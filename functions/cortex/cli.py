@@ -21,6 +21,7 @@ from cortex.alerts.cli import alerts
 from cortex.briefings.cli import briefing, briefings
 from cortex.config import get_settings
 from cortex.console import FUNCTIONS_DIR, CortexGroup, State, current_state, emit
+from cortex.consolidation.cli import consolidate
 from cortex.contacts.cli import contacts
 from cortex.context.cli import context
 from cortex.demo import DEFAULT_KEYS_FILE, load_demo, use_database
@@ -34,6 +35,7 @@ from cortex.notifications.cli import notifications, webhooks
 from cortex.queue.cli import queue
 from cortex.tenancy.cli import agents, keys, tenants
 from cortex.usage.cli import usage
+from cortex.voice.cli import voice
 
 
 @click.group(cls=CortexGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -125,6 +127,8 @@ for group in (
     memories,
     graph,
     briefings,
+    voice,
+    consolidate,
 ):
     main.add_command(group)
 main.add_command(webhooks)  # notifications' endpoints, a group of their own

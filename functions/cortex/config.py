@@ -137,6 +137,27 @@ class Settings:
     embedding_threads: int = field(default_factory=lambda: int(float(_env("CORTEX_EMBEDDING_THREADS", "0"))))
     # Where Cortex keeps files: the ingest drop folder is <data_dir>/ingest (cortex.ingest.jobs).
     data_dir: str = field(default_factory=lambda: _env("CORTEX_DATA_DIR", str(Path.home() / ".local/share/cortex")))
+    # Consolidation's vault (promoted memories as markdown): <vault_dir>/<tenant id>/; default <data_dir>/vault.
+    vault_dir: str = field(default_factory=lambda: _env("CORTEX_VAULT_DIR", ""))
+
+    # Voice (cortex.voice): the client-data answer's deadline (past it, the empty default), the
+    # post-call signature's tolerance on its timestamp, the longest transcript accepted, and the
+    # voice platform's API (ElevenLabs) for agent profiles: its base URL and a key used when the
+    # tenant set none (tests point the URL at a local stand-in).
+    voice_deadline_ms: float = field(default_factory=lambda: float(_env("CORTEX_VOICE_DEADLINE_MS", "150")))
+    voice_signature_tolerance_seconds: int = field(
+        default_factory=lambda: int(float(_env("CORTEX_VOICE_SIGNATURE_TOLERANCE", "1800")))
+    )
+    voice_max_transcript_chars: int = field(
+        default_factory=lambda: int(float(_env("CORTEX_VOICE_MAX_TRANSCRIPT_CHARS", "200000")))
+    )
+    voice_platform_url: str = field(
+        default_factory=lambda: _env("CORTEX_VOICE_PLATFORM_URL", "https://api.elevenlabs.io")
+    )
+    voice_platform_api_key: str = field(default_factory=lambda: _env("ELEVENLABS_API_KEY"))
+    voice_platform_timeout_seconds: float = field(
+        default_factory=lambda: float(_env("CORTEX_VOICE_PLATFORM_TIMEOUT", "5"))
+    )
 
     @property
     def use_remote_llm(self) -> bool:

@@ -36,6 +36,7 @@ __all__ = [
     "acall",
     "acall_as",
     "agent_claims",
+    "arows",
     "as_caller",
     "become",
     "call",
@@ -209,6 +210,17 @@ async def acall(conn: psycopg.AsyncConnection[Any], function: str, /, **args: An
     except psycopg.Error as exc:
         raise _mapped(exc) from exc
     return row[0] if row else None
+
+
+async def arows(conn: psycopg.AsyncConnection[Any], function: str, /, **args: Any) -> list[dict[str, Any]]:
+    """`rows` on an async connection."""
+    query, values = _statement(function, args, set_returning=True)
+    try:
+        async with conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(query, values)
+            return await cur.fetchall()
+    except psycopg.Error as exc:
+        raise _mapped(exc) from exc
 
 
 # --- acting as a caller ----------------------------------------------------------------------------

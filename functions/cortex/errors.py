@@ -31,6 +31,7 @@ _STATUS: dict[str, tuple[int, str]] = {
     "23503": (422, "foreign_key_violation"),
     "23505": (409, "unique_violation"),
     "55000": (409, "object_not_in_prerequisite_state"),
+    "25006": (409, "read_only_transaction"),  # a write attempted in a dry run (consolidation)
     "P0002": (404, "not_found"),
     "42501": (403, "insufficient_privilege"),
     "28000": (401, "invalid_authorization"),

@@ -16,6 +16,7 @@ import unicodedata
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
+import phonenumbers
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 # --- limits (docs/api.md "Limits"; SQL enforces the same in 20261122001800_limits.sql) ------------
@@ -96,6 +97,34 @@ def _utc(value: datetime) -> datetime:
         raise ValueError("out of range once converted to UTC") from None
 
 
+#: What SQL accepts as stored (cortex.normalise_phone; the contacts table's check): canonical E.164.
+E164_PATTERN = r"^\+[1-9][0-9]{6,14}$"
+_E164 = re.compile(E164_PATTERN)
+
+
+def e164(value: str) -> str:
+    """A phone number in canonical E.164 (`+16125551234`), validated with the `phonenumbers`
+    library (country code, length and number ranges), formatting removed; ValueError otherwise.
+    A number must be international: `+` (or `00`) and the country code."""
+    text = value.strip()
+    if not text:
+        raise ValueError("phone is empty")
+    if text.startswith("00"):
+        text = "+" + text[2:]
+    if not text.startswith("+"):
+        raise ValueError("phone must be an international (E.164) number: + and the country code")
+    try:
+        number = phonenumbers.parse(text, None)
+    except phonenumbers.NumberParseException as exc:
+        raise ValueError(f"phone is not a phone number: {exc}") from None
+    if not phonenumbers.is_valid_number(number):
+        raise ValueError("phone is not a valid number for its country code")
+    canonical = phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
+    if not _E164.match(canonical):  # never seen; SQL would refuse it all the same
+        raise ValueError("phone is not an E.164 number")
+    return canonical
+
+
 def not_null(schema: dict[str, Any]) -> None:
     """`json_schema_extra` of an optional field that may be absent but not null: the schema
     leaves out the null its `X | None` type would state (a validator refuses null)."""
@@ -125,7 +154,13 @@ Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS)]
 #: An instant; without a zone it is UTC; any offset Python can represent is converted to UTC.
 Instant = Annotated[datetime, AfterValidator(_utc)]
 Name = Annotated[str, StringConstraints(max_length=500)]
-Phone = Annotated[str, StringConstraints(max_length=50)]
+#: A phone number as a person writes it (formatting allowed), stored as E.164 (`e164`).
+Phone = Annotated[
+    str,
+    StringConstraints(max_length=50),
+    AfterValidator(e164),
+    Field(description="An international number, e.g. +16125551234 (formatting is removed); stored as E.164."),
+]
 Source = Annotated[str, StringConstraints(max_length=100)]
 Ref = Annotated[str, StringConstraints(max_length=200)]  # owner_human_id, human_id, external_id, ...
 Subject = Annotated[str, StringConstraints(max_length=1000)]

@@ -243,8 +243,8 @@ select t.id, bench.nid(t.n, p.seq), 'contact', cortex.contact_node_title(ct), co
 from bench.plan p join bench.tenant_plan t on t.n = p.tenant_n
 join cortex.contacts ct on ct.tenant_id = t.id and ct.id = bench.cid(t.n, p.seq)
 join bench.centres x on x.c = p.cl
-join bench.noise na on na.i = (p.seq * 7919) % 4096
-join bench.noise nb on nb.i = 4096 + (p.seq * 104729) % 4096
+join bench.noise na on na.i = (p.seq::bigint * 7919) % 4096
+join bench.noise nb on nb.i = 4096 + (p.seq::bigint * 104729) % 4096
 where p.kind = 'contact';
 
 -- Memory nodes, in committed batches ----------------------------------------------------------------
@@ -317,8 +317,8 @@ begin
       from (select p0.*, random() as st, random() as pend from bench.plan p0
             where p0.tenant_n = t.n and p0.seq between lo and hi offset 0) p
       join bench.centres x on x.c = p.cl
-      join bench.noise na on na.i = (p.seq * 7919) % 4096
-      join bench.noise nb on nb.i = 4096 + (p.seq * 104729) % 4096
+      join bench.noise na on na.i = (p.seq::bigint * 7919) % 4096
+      join bench.noise nb on nb.i = 4096 + (p.seq::bigint * 104729) % 4096
       cross join (select items from bench.words where kind = 'event') ev
       cross join (select items from bench.words where kind = 'prefix') pf
       cross join (select items from bench.words where kind = 'common') cm
@@ -409,7 +409,7 @@ begin
             select src, relation, at,
                    %2$s + (((src %% 300) - %2$s) %% 300 + 300) %% 300 as first
             from (
-              select %2$s + ((g * 7919 + %6$s) %% %5$s) as src,
+              select %2$s + ((g::bigint * 7919 + %6$s) %% %5$s)::int as src,
                      case when r < 0.50 then 'relates_to' when r < 0.65 then 'mentions' when r < 0.77 then 'part_of'
                           when r < 0.87 then 'caused_by' when r < 0.93 then 'instance_of' when r < 0.96 then 'supersedes'
                           when r < 0.99 then 'consolidated_from' else 'contradicts' end as relation,
@@ -470,6 +470,9 @@ vacuum (analyze) cortex.memory_nodes;
 vacuum (analyze) cortex.memory_edges;
 vacuum (analyze) cortex.contacts;
 analyze bench.plan;
+
+\echo '== term statistics (cortex.refresh_memory_lexicons, as the hourly schedule does)'
+select cortex.refresh_memory_lexicons();
 
 insert into bench.meta
 select 'nodes', count(*)::text from cortex.memory_nodes

@@ -153,7 +153,7 @@ create or replace function cortex.caller_agent_enabled() returns boolean
 language plpgsql stable security definer set search_path = '' as $$
 begin
   return exists (select from cortex.agents ag
-                 where ag.tenant_id = cortex.current_tenant() and ag.name = cortex.current_agent() and ag.enabled);
+                 where ag.tenant_id = (select cortex.current_tenant()) and ag.name = (select cortex.current_agent()) and ag.enabled);
 end $$;
 comment on function cortex.caller_agent_enabled() is
   'True when the request''s claims name an enabled agent of the claimed tenant (one primary-key lookup); false without claims.';
@@ -183,7 +183,7 @@ comment on function cortex.require_tenant() is
 create or replace function cortex.agent_can_write() returns boolean
 language sql stable security definer set search_path = '' as $$
   select coalesce((select not a.read_only and a.enabled from cortex.agents a
-                   where a.tenant_id = cortex.current_tenant() and a.name = cortex.current_agent()), false)
+                   where a.tenant_id = (select cortex.current_tenant()) and a.name = (select cortex.current_agent())), false)
 $$;
 comment on function cortex.agent_can_write() is 'True when the calling agent exists, is enabled and is not read-only (used by write policies).';
 
@@ -286,7 +286,7 @@ comment on function cortex.guard_writer(uuid) is
 create or replace function cortex.caller_is_admin() returns boolean
 language sql stable set search_path = '' as $$
   select coalesce((select a.role = 'admin' and a.enabled from cortex.agents a
-                   where a.tenant_id = cortex.current_tenant() and a.name = cortex.current_agent()), false)
+                   where a.tenant_id = (select cortex.current_tenant()) and a.name = (select cortex.current_agent())), false)
 $$;
 comment on function cortex.caller_is_admin() is
   'True when the calling agent (claims) is an enabled admin of its tenant (the system agent, what the service key acts as).';

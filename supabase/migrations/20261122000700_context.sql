@@ -459,13 +459,13 @@ begin
   values (p_tenant_id, p_contact_id,
     cortex.context_content(c, x, 0, cortex.context_budget(p_tenant_id, null, 0)) || jsonb_build_object(
       'contact_id', c.id, 'level', 0, 'token_budget', cortex.context_budget(p_tenant_id, null, 0),
-      'generated_at', cortex.iso(x.generated_at)),
+      'generated_at', cortex.iso(x.generated_at), 'is_stale', false, 'refresh_queued', false),
     cortex.context_content(c, x, 1, cortex.context_budget(p_tenant_id, null, 1)) || jsonb_build_object(
       'contact_id', c.id, 'level', 1, 'token_budget', cortex.context_budget(p_tenant_id, null, 1),
-      'generated_at', cortex.iso(x.generated_at)),
+      'generated_at', cortex.iso(x.generated_at), 'is_stale', false, 'refresh_queued', false),
     cortex.context_content(c, x, 2, cortex.context_budget(p_tenant_id, null, 2)) || jsonb_build_object(
       'contact_id', c.id, 'level', 2, 'token_budget', cortex.context_budget(p_tenant_id, null, 2),
-      'generated_at', cortex.iso(x.generated_at)),
+      'generated_at', cortex.iso(x.generated_at), 'is_stale', false, 'refresh_queued', false),
     c.interaction_count, x.contact_id is not null, x.interaction_count_at_generation, x.generated_at,
     x.expires_at, x.stale_since, clock_timestamp())
   on conflict (tenant_id, contact_id) do update set
@@ -566,7 +566,9 @@ create or replace function public.get_context(contact_id uuid, level int default
 language plpgsql volatile set search_path = '' as $$
 #variable_conflict use_column
 declare
-  v_tenant uuid;
+  -- Also a known, enabled agent (the unknown-agent JWT reads nothing). Called once, here: as a
+  -- condition of the query below it cost three times as much (its plan was made again each call).
+  v_tenant uuid := cortex.require_tenant();
   v_level int := get_context.level;
   v_dirty text := current_setting('cortex.context_dirty', true);
   v_result jsonb;
@@ -580,30 +582,30 @@ begin
   -- Levels 0-2: the rendering of the last write (one row), unless this transaction wrote the
   -- contact itself and it is not rendered yet.
   if v_level between 0 and 2 and (v_dirty is null or v_dirty = '' or strpos(v_dirty, get_context.contact_id::text) = 0) then
-    select case v_level when 0 then l.level_0 when 1 then l.level_1 else l.level_2 end
-      || jsonb_build_object(
+    -- Rendered as a fresh reply: a fresh read hands it over untouched (no JSON is rebuilt).
+    select case v_level when 0 then l.level_0 when 1 then l.level_1 else l.level_2 end,
            -- The same test as cortex.context_is_stale, on the copies.
-           'is_stale', not l.has_context or l.stale_since is not null
+           not l.has_context or l.stale_since is not null
              or l.interaction_count_at_generation is distinct from l.interaction_count
              or l.generated_at < now() - interval '24 hours'
-             or (l.expires_at is not null and l.expires_at <= now()),
-           'refresh_queued', false)
-    into v_result
+             or (l.expires_at is not null and l.expires_at <= now())
+    into v_result, v_stale
     from cortex.context_levels l
-    -- require_tenant: also a known, enabled agent (the unknown-agent JWT reads nothing).
-    where l.tenant_id = cortex.require_tenant() and l.contact_id = get_context.contact_id;
+    where l.tenant_id = v_tenant and l.contact_id = get_context.contact_id;
     if v_result is not null then
-      if (v_result ->> 'is_stale')::boolean and not exists (
-          select from cortex.jobs j where j.tenant_id = cortex.current_tenant() and j.kind = 'generate_context'
-            and j.dedup_key = get_context.contact_id::text and j.status in ('queued', 'running')) then
-        perform cortex.request_context_refresh(cortex.current_tenant(), get_context.contact_id, 'stale_read');
-        v_result := v_result || jsonb_build_object('refresh_queued', true);
+      if not v_stale then
+        return v_result;
       end if;
-      return v_result;
+      if not exists (
+          select from cortex.jobs j where j.tenant_id = v_tenant and j.kind = 'generate_context'
+            and j.dedup_key = get_context.contact_id::text and j.status in ('queued', 'running')) then
+        perform cortex.request_context_refresh(v_tenant, get_context.contact_id, 'stale_read');
+        v_queued := true;
+      end if;
+      return v_result || jsonb_build_object('is_stale', true, 'refresh_queued', v_queued);
     end if;
   end if;
 
-  v_tenant := cortex.require_tenant();
   if v_level is null or v_level not between 0 and 3 then
     raise exception 'level must be 0, 1, 2 or 3' using errcode = '22023', column = 'level';
   end if;

@@ -63,7 +63,7 @@ declare
   v_role text;
 begin
   select a.role into v_role from cortex.agents a
-  where a.tenant_id = cortex.current_tenant() and a.name = v_agent;
+  where a.tenant_id = (select cortex.current_tenant()) and a.name = v_agent;
   if v_role is null or not (v_role = any (p_roles)) then
     raise exception 'agent "%" may not %', v_agent, p_action
       using errcode = '42501',
@@ -78,7 +78,7 @@ comment on function cortex.require_role(text[], text) is
 create or replace function cortex.caller_has_role(p_roles text[]) returns boolean
 language sql stable set search_path = '' as $$
   select exists (select from cortex.agents a
-                 where a.tenant_id = cortex.current_tenant() and a.name = cortex.current_agent()
+                 where a.tenant_id = (select cortex.current_tenant()) and a.name = (select cortex.current_agent())
                    and a.enabled and a.role = any (p_roles))
 $$;
 comment on function cortex.caller_has_role(text[]) is

@@ -126,17 +126,21 @@ grant execute on function cortex.memory_config(uuid) to authenticated, service_r
 create or replace function cortex.decayed_weight(
   p_weight real, p_since timestamptz, p_half_life_days real, p_permanent boolean, p_at timestamptz
 ) returns real
-language sql immutable parallel safe set search_path = '' as $$
+-- No SET clause: a function with one is never inlined, and a walk calls this once per edge read
+-- (a SET costs a GUC save and restore per call: 3x the walk's time). The body names only
+-- pg_catalog, so the caller's search_path cannot change what it means.
+language sql immutable parallel safe as $$
   select case
     when p_permanent or p_half_life_days is null or p_half_life_days <= 0 or p_since is null or p_at <= p_since
       then p_weight
-    else (p_weight * power(0.5::float8, extract(epoch from p_at - p_since)::float8
-                                        / (p_half_life_days::float8 * 86400)))::real
+    else (p_weight * pg_catalog.power(0.5::float8, pg_catalog.date_part('epoch', p_at - p_since)
+                                                 / (p_half_life_days::float8 * 86400)))::real
   end
 $$;
 comment on function cortex.decayed_weight(real, timestamptz, real, boolean, timestamptz) is
   'The decay rule: weight x 0.5 ^ (age / half-life), age counted from the edge''s last reinforcement (p_since) to p_at. '
-  'Edges touching a permanent node never decay. Computed at read time: decay never writes and never deletes.';
+  'Edges touching a permanent node never decay. Computed at read time: decay never writes and never deletes. '
+  'Inlined into its callers (no SET clause; pg_catalog names only).';
 grant execute on function cortex.decayed_weight(real, timestamptz, real, boolean, timestamptz) to authenticated, service_role;
 
 -- Nodes -----------------------------------------------------------------------------------------
@@ -203,7 +207,9 @@ create index memory_nodes_kind on cortex.memory_nodes (tenant_id, kind, created_
 create index memory_nodes_recent on cortex.memory_nodes (tenant_id, created_at desc);
 create index memory_nodes_agent on cortex.memory_nodes (tenant_id, source_agent, created_at desc);
 create index memory_nodes_contact on cortex.memory_nodes (tenant_id, contact_id, created_at desc) where contact_id is not null;
-create index memory_nodes_fts on cortex.memory_nodes using gin (fts);
+-- Tenant first (btree_gin): a small tenant's words are looked up among its own memories, not
+-- among every tenant's.
+create index memory_nodes_fts on cortex.memory_nodes using gin (tenant_id, fts);
 create index memory_nodes_tags on cortex.memory_nodes using gin (tags) where cardinality(tags) > 0;
 create index memory_nodes_trgm on cortex.memory_nodes using gin (title extensions.gin_trgm_ops);
 create index memory_nodes_embedding on cortex.memory_nodes using hnsw (embedding extensions.vector_cosine_ops);
@@ -534,10 +540,11 @@ revoke execute on function cortex.fold_memory_access(timestamptz) from public, a
 -- JSON of a node --------------------------------------------------------------------------------
 
 create or replace function cortex.memory_node_json(n cortex.memory_nodes) returns jsonb
-language sql stable set search_path = '' as $$
-  select jsonb_build_object(
+-- No SET clause, so it is inlined: a traversal or search renders up to 500 nodes.
+language sql stable as $$
+  select pg_catalog.jsonb_build_object(
     'id', n.id, 'kind', n.kind, 'title', n.title, 'body', n.body, 'importance', n.importance,
-    'confidence', n.confidence, 'source_agent', n.source_agent, 'visibility', n.visibility, 'tags', to_jsonb(n.tags),
+    'confidence', n.confidence, 'source_agent', n.source_agent, 'visibility', n.visibility, 'tags', pg_catalog.to_jsonb(n.tags),
     'contact_id', n.contact_id, 'key', n.key, 'status', n.status, 'permanent', n.permanent,
     'needs_review', n.needs_review, 'review_reason', n.review_reason, 'access_count', n.access_count,
     'last_accessed_at', n.last_accessed_at, 'valid_from', n.valid_from, 'valid_to', n.valid_to,
@@ -545,7 +552,7 @@ language sql stable set search_path = '' as $$
     'embed_status', n.embed_status, 'link_status', n.link_status, 'index_error', n.index_error,
     'created_at', n.created_at, 'updated_at', n.updated_at)
 $$;
-comment on function cortex.memory_node_json(cortex.memory_nodes) is 'The API representation of a memory or entity node.';
+comment on function cortex.memory_node_json(cortex.memory_nodes) is 'The API representation of a memory or entity node. Inlined into its callers (no SET clause; pg_catalog names only).';
 grant execute on function cortex.memory_node_json(cortex.memory_nodes) to authenticated, service_role;
 
 -- Seed 000 in the graph: by trigger, never by the caller ----------------------------------------

@@ -9,7 +9,10 @@
 --   trigram  an active node of the same kind and scope whose title + body is at least
 --            memory_settings.dedup_trigram similar (pg_trgm), with the same numbers and the same
 --            negation, so "above 500 EUR" never swallows "above 5000 EUR" nor "does not want calls"
---            "wants calls". Found through a GIN trigram index (cortex.memory_near_duplicate).
+--            "wants calls". Compared with the memories sharing one of its rarest words, found through
+--            the full-text index (cortex.memory_near_duplicate): a trigram index on title + body
+--            costs every insert a hundred index entries and a probe tens of milliseconds in a big
+--            tenant.
 --   (embedding similarity follows in the worker, off the write path.)
 -- A duplicate reinforces the node it duplicates instead of adding a second.
 --
@@ -49,42 +52,167 @@ comment on function cortex.memory_negated(text) is
 grant execute on function cortex.memory_content_hash(text, text), cortex.memory_numbers(text),
   cortex.memory_negated(text) to authenticated, service_role;
 
--- Near-duplicates are found through this index: tenant first (btree_gin), then the trigrams of
--- title + body, active written memories only (mirrored records are never de-duplicated).
-create index memory_nodes_dedup_trgm on cortex.memory_nodes
-  using gin (tenant_id, (title || ' ' || body) extensions.gin_trgm_ops)
-  where status = 'active' and ref_kind is null;
+-- Term statistics: which words are common in a tenant ---------------------------------------------
+-- Ranking reads every document the any-word query matches, and a common word matches a good part
+-- of a big tenant (a word in 5 % of 600,000 memories is 30,000 rows to fetch and rank). So the
+-- candidates come from the query's rarest words, as many as keep the candidates under a budget,
+-- and are ranked by the whole query: a document that holds only common query words ranks low
+-- anyway. The counts are refreshed in bulk (pg_cron, hourly), never per write, and only over shared
+-- active memories (a private memory's words are no other agent's business). A word missing from
+-- the table counts as rare, so new words and small tenants lose nothing.
 
--- Definer: pg_trgm's operators are not leakproof, so under RLS the planner may not use them as
--- index conditions and would compare every node of the tenant. The tenant and the scope come
--- from the request's claims, never from an argument.
+create table cortex.memory_lexemes (
+  tenant_id uuid not null references cortex.tenants (id) on delete cascade,
+  lexeme text not null,
+  ndoc int not null check (ndoc >= 0),
+  primary key (tenant_id, lexeme)
+);
+comment on table cortex.memory_lexemes is
+  'Per tenant, the lexemes found in at least 50 shared active memories and in how many (cortex.refresh_memory_lexicon); search_memories draws its text candidates from the rarest query words first.';
+alter table cortex.memory_lexemes enable row level security;
+create policy "Term statistics are visible to agents of their tenant" on cortex.memory_lexemes
+  for select to authenticated using (tenant_id = (select cortex.current_tenant()));
+grant select on cortex.memory_lexemes to authenticated;
+
+create table cortex.memory_lexicon_runs (
+  tenant_id uuid not null primary key references cortex.tenants (id) on delete cascade,
+  documents int not null,
+  lexemes int not null,
+  refreshed_at timestamptz not null default now()
+);
+comment on table cortex.memory_lexicon_runs is 'When each tenant''s term statistics were last counted, over how many memories.';
+alter table cortex.memory_lexicon_runs enable row level security;
+
+create or replace function cortex.refresh_memory_lexicon(p_tenant_id uuid) returns int
+language plpgsql volatile set search_path = '' as $$
+declare
+  v_docs int;
+  v_lexemes int;
+begin
+  select count(*) into v_docs from cortex.memory_nodes n
+  where n.tenant_id = p_tenant_id and n.status = 'active' and n.visibility = 'shared';
+  delete from cortex.memory_lexemes l where l.tenant_id = p_tenant_id;
+  insert into cortex.memory_lexemes (tenant_id, lexeme, ndoc)
+  select p_tenant_id, s.word, s.ndoc
+  from pg_catalog.ts_stat(pg_catalog.format(
+         'select n.fts from cortex.memory_nodes n where n.tenant_id = %L and n.status = %L and n.visibility = %L',
+         p_tenant_id, 'active', 'shared')) s
+  where s.ndoc >= 50;
+  get diagnostics v_lexemes = row_count;
+  insert into cortex.memory_lexicon_runs as r (tenant_id, documents, lexemes)
+  values (p_tenant_id, v_docs, v_lexemes)
+  on conflict (tenant_id) do update set documents = excluded.documents, lexemes = excluded.lexemes, refreshed_at = now();
+  return v_lexemes;
+end $$;
+comment on function cortex.refresh_memory_lexicon(uuid) is
+  'Recounts a tenant''s term statistics (cortex.memory_lexemes: lexemes in at least 50 shared active memories) in one transaction; returns how many lexemes were stored. Owner and scheduler only.';
+revoke execute on function cortex.refresh_memory_lexicon(uuid) from public, anon, authenticated, service_role;
+
+create or replace function cortex.refresh_memory_lexicons(p_min_documents int default 2000) returns int
+language plpgsql volatile set search_path = '' as $$
+declare
+  v_tenant uuid;
+  v_done int := 0;
+begin
+  -- Only tenants big enough for a common word to matter (or counted before, so that the counts of
+  -- a shrinking tenant do not go stale).
+  for v_tenant in
+    select t.id from cortex.tenants t
+    where (select count(*) from (select from cortex.memory_nodes n
+                                 where n.tenant_id = t.id and n.status = 'active' and n.visibility = 'shared'
+                                 limit p_min_documents) c) >= p_min_documents
+       or exists (select from cortex.memory_lexicon_runs r where r.tenant_id = t.id)
+    order by t.id
+  loop
+    perform cortex.refresh_memory_lexicon(v_tenant);
+    v_done := v_done + 1;
+  end loop;
+  return v_done;
+end $$;
+comment on function cortex.refresh_memory_lexicons(int) is
+  'Scheduled (hourly): recounts the term statistics of every tenant holding at least p_min_documents shared active memories (or counted before); returns how many tenants were counted.';
+revoke execute on function cortex.refresh_memory_lexicons(int) from public, anon, authenticated, service_role;
+
+create or replace function cortex.memory_rare_tsquery(
+  p_tenant_id uuid, p_config regconfig, p_text text, p_words int, p_budget int
+) returns tsquery
+language sql stable parallel safe set search_path = '' as $$
+  -- Rarest first (a word never counted first of all, the longest of those first): a restatement,
+  -- even with a typo or two, shares some of them with what it restates.
+  with lex as (
+    select t.lexeme, coalesce(l.ndoc, 0) as df
+    from pg_catalog.unnest(pg_catalog.tsvector_to_array(pg_catalog.to_tsvector(p_config, coalesce(p_text, '')))) t (lexeme)
+    left join cortex.memory_lexemes l on l.tenant_id = p_tenant_id and l.lexeme = t.lexeme
+  ),
+  ranked as (
+    select x.lexeme, sum(x.df) over w as upto, row_number() over w as pos
+    from lex x
+    window w as (order by x.df, pg_catalog.length(x.lexeme) desc, x.lexeme)
+  )
+  select pg_catalog.string_agg(
+           '''' || pg_catalog.replace(pg_catalog.replace(r.lexeme, '\', '\\'), '''', '''''') || '''', ' | '
+           order by r.pos)::tsquery
+  from ranked r
+  where r.pos <= p_words and (r.upto <= p_budget or r.pos = 1)
+$$;
+comment on function cortex.memory_rare_tsquery(uuid, regconfig, text, int, int) is
+  'The OR of the p_words rarest lexemes of p_text in a tenant (cortex.memory_lexemes; a lexeme never counted first), as many as keep the expected matches under p_budget (at least one); null for a text without lexemes. The near-duplicate test''s candidates.';
+grant execute on function cortex.memory_rare_tsquery(uuid, regconfig, text, int, int) to authenticated, service_role;
+
+-- Definer: `@@` and pg_trgm's similarity are not leakproof, so under RLS the planner may not use
+-- them as index conditions. The tenant and the scope come from the request's claims, never from
+-- an argument.
 create or replace function cortex.memory_near_duplicate(p_kind text, p_private boolean, p_title text, p_body text)
 returns uuid
-language plpgsql volatile security definer set search_path = ''
-set pg_trgm.similarity_threshold = 0.9 as $$
+language plpgsql volatile security definer set search_path = '' as $$
 declare
+  -- Candidates: memories holding one of the text's 8 rarest words, about 500 at most.
+  c_words constant int := 8;
+  c_budget constant int := 500;
   v_tenant uuid := cortex.require_tenant();
   v_scope text := case when p_private then cortex.current_agent() else '' end;
   v_text text := btrim(p_title) || ' ' || coalesce(p_body, '');
-  v_threshold real;
+  v_cfg cortex.memory_settings;
+  v_candidates tsquery;
+  v_ratio real;
   v_id uuid;
 begin
-  select s.dedup_trigram into v_threshold from cortex.memory_settings s where s.tenant_id = v_tenant;
-  -- The index answers `%` with this threshold; the function's SET clause restores it on exit.
-  perform pg_catalog.set_config('pg_trgm.similarity_threshold', coalesce(v_threshold, 0.9)::text, true);
-  select n.id into v_id
-  from cortex.memory_nodes n
-  where n.tenant_id = v_tenant and (n.title || ' ' || n.body) operator(extensions.%) v_text
-    and n.status = 'active' and n.ref_kind is null and n.kind = p_kind and n.scope = v_scope
-    and extensions.similarity(n.title || ' ' || n.body, v_text) >= coalesce(v_threshold, 0.9)
-    and cortex.memory_numbers(n.title || ' ' || n.body) = cortex.memory_numbers(v_text)
-    and cortex.memory_negated(n.title || ' ' || n.body) = cortex.memory_negated(v_text)
-  order by extensions.similarity(n.title || ' ' || n.body, v_text) desc, n.created_at, n.id
-  limit 1;
+  select * into v_cfg from cortex.memory_settings s where s.tenant_id = v_tenant;
+  -- Lengths within this ratio: a tenth below the threshold, as slack for repeated trigrams.
+  v_ratio := greatest(0.5, coalesce(v_cfg.dedup_trigram, 0.9) - 0.1);
+  v_candidates := cortex.memory_rare_tsquery(v_tenant, coalesce(v_cfg.text_config, 'pg_catalog.english'), v_text,
+                                             c_words, c_budget);
+  if v_candidates is null then
+    return null;
+  end if;
+  -- EXECUTE: planned for these words (a cached generic plan cannot know that they are rare).
+  execute $q$
+    -- The candidates first, by the full-text index alone (given the kind and scope too, the
+    -- planner preferred the unique index on them and tested every fact of the tenant).
+    with c as materialized (
+      select n.id, n.title, n.body, n.created_at, n.status, n.ref_kind, n.kind, n.scope
+      from cortex.memory_nodes n
+      where n.tenant_id = $1 and n.fts operator(pg_catalog.@@) $2
+    )
+    select n.id
+    from c n
+    where n.status = 'active' and n.ref_kind is null and n.kind = $3 and n.scope = $4
+      -- Texts this similar are of about the same length: a cheap test first (similarity builds
+      -- both trigram sets, most of a probe's time).
+      and pg_catalog.length(n.title || ' ' || n.body) between $7 and $8
+      and extensions.similarity(n.title || ' ' || n.body, $5) >= $6
+      and cortex.memory_numbers(n.title || ' ' || n.body) = cortex.memory_numbers($5)
+      and cortex.memory_negated(n.title || ' ' || n.body) = cortex.memory_negated($5)
+    order by extensions.similarity(n.title || ' ' || n.body, $5) desc, n.created_at, n.id
+    limit 1 $q$
+  into v_id
+  using v_tenant, v_candidates, p_kind, v_scope, v_text, coalesce(v_cfg.dedup_trigram, 0.9),
+        floor(length(v_text) * v_ratio)::int, ceil(length(v_text) / v_ratio)::int;
   return v_id;
 end $$;
 comment on function cortex.memory_near_duplicate(text, boolean, text, text) is
-  'The trigram de-duplication test: the active written node of this kind in the caller''s scope (shared, or the calling agent''s private ones) whose title + body is at least memory_settings.dedup_trigram similar and has the same numbers and negation, most similar first; null when none. Tenant and agent from the claims (28000 without).';
+  'The trigram de-duplication test: the active written node of this kind in the caller''s scope (shared, or the calling agent''s private ones) whose title + body is at least memory_settings.dedup_trigram similar and has the same numbers and negation, most similar first; null when none. '
+  'Compared with the memories holding one of the text''s 8 rarest words (cortex.memory_rare_tsquery, about 500 at most), found through the full-text index, and of a length within (threshold - 0.1) of the text''s. Tenant and agent from the claims (28000 without).';
 revoke execute on function cortex.memory_near_duplicate(text, boolean, text, text) from public, anon, service_role;
 grant execute on function cortex.memory_near_duplicate(text, boolean, text, text) to authenticated;
 

@@ -15,8 +15,10 @@ from cortex.contacts import service as contacts_svc
 
 
 def _contact_text(c: Mapping[str, Any]) -> str:
-    title = c.get("name") or c["email"]
-    lines = [f"{title} <{c['email']}>  [{c['stage']}]" + ("  (created)" if c.get("created") else "")]
+    # A caller known by phone only has no email: named by its number.
+    identity = c.get("email") or c.get("phone") or "-"
+    title = c.get("name") or identity
+    lines = [f"{title} <{identity}>  [{c['stage']}]" + ("  (created)" if c.get("created") else "")]
     fields = [
         ("id", c.get("id")),
         ("company", c.get("company_name")),
@@ -54,10 +56,10 @@ def contacts() -> None:
 
 
 @contacts.command("upsert")
-@click.option("--email", required=True, help="Email (the contact's identity in the tenant).")
+@click.option("--email", help="Email (the contact's identity in the tenant); required unless --phone is given.")
 @click.option("--name")
 @click.option("--company-name")
-@click.option("--phone")
+@click.option("--phone", help="International number (E.164 once normalised); the identity without --email.")
 @click.option("--stage", help="prospect, qualified, opportunity, customer, churning, lost or recovered.")
 @click.option("--source", help="How they came in, e.g. anna_outbound, inbound_form, referral.")
 @click.option("--owner-agent")
@@ -65,7 +67,7 @@ def contacts() -> None:
 @click.option("--tag", "tags", multiple=True, help="Repeatable; tags accumulate.")
 @click.option("--custom-field", "custom", multiple=True, help="k=v or k:=json; repeatable; fields merge.")
 def contacts_upsert(
-    email: str,
+    email: str | None,
     name: str | None,
     company_name: str | None,
     phone: str | None,
@@ -76,7 +78,9 @@ def contacts_upsert(
     tags: tuple[str, ...],
     custom: tuple[str, ...],
 ) -> None:
-    """Create or update the contact with this email (upsert_contact)."""
+    """Create or update the contact with this email, or this phone without one (upsert_contact)."""
+    if email is None and phone is None:
+        raise click.UsageError("Missing option '--email' (or '--phone' for a contact known by phone only).")
     custom_fields = key_values(custom, "--custom-field") if custom else None
     result = contacts_svc.upsert_contact(
         current_state().claims(),

@@ -33,13 +33,18 @@ Stage = Literal["prospect", "qualified", "opportunity", "customer", "churning", 
 
 
 class ContactCreate(Request):
-    """POST /contacts: create or update (upsert by normalised email). Given fields overwrite,
-    tags accumulate, custom_fields merge, the first source is kept."""
+    """POST /contacts: create or update (upsert by normalised email, or by phone when there is no
+    email: a caller known by number only). Given fields overwrite, tags accumulate, custom_fields
+    merge, the first source is kept."""
 
-    email: Email = Field(description="Identity of the contact; lower-cased and trimmed.", examples=["john@acme.com"])
+    email: Email | None = Field(
+        default=None,
+        description="Identity of the contact; lower-cased and trimmed. Required unless phone is given.",
+        examples=["john@acme.com"],
+    )
     name: Name | None = None
     company_name: Name | None = None
-    phone: Phone | None = None
+    phone: Phone | None = Field(default=None, description="E.164 after normalisation; the identity without an email.")
     stage: Stage | None = Field(default=None, description="Defaults to prospect for a new contact.")
     source: Source | None = Field(default=None, examples=["anna_outbound"])
     owner_agent: AgentName | None = Field(default=None, description="An agent of the tenant.")
@@ -97,7 +102,7 @@ class Contact(Response):
     """A contact as the API returns it."""
 
     id: UUID
-    email: str
+    email: str | None = Field(description="Null for a contact known by phone only (a voice caller).")
     name: str | None
     company_name: str | None
     phone: str | None

@@ -18,13 +18,14 @@ router = Router("contacts")
 
 
 @router.route(
-    "POST", "", name="upsert_contact", summary="Create or update a contact (upsert by email)",
+    "POST", "", name="upsert_contact", summary="Create or update a contact (upsert by email, else by phone)",
     responses={201: ContactCreated, 200: ContactCreated}, body=ContactCreate,
     description="201 when the contact was created, 200 when an existing one (same normalised "
-    "email) was updated: given fields overwrite, tags accumulate, custom_fields merge.",
+    "email; without an email, the same E.164 phone) was updated: given fields overwrite, tags accumulate, "
+    "custom_fields merge. One of email and phone is required.",
 )  # fmt: skip
 async def upsert_contact(call: Call) -> Reply:
-    """Creates or updates a contact by email."""
+    """Creates or updates a contact by email (or by phone when it has none)."""
     body = call.body_as(ContactCreate)
     result = await db.acall_as(call.claims, "upsert_contact", **body.model_dump(exclude_none=True))
     return Reply(201 if result.get("created") else 200, result)

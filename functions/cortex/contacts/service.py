@@ -11,7 +11,7 @@ Claims = Mapping[str, Any]
 
 
 def upsert_contact(claims: Claims, **fields: Any) -> dict[str, Any]:
-    """Creates or updates a contact by email; returns it with `created`."""
+    """Creates or updates a contact by email (by E.164 phone without one); returns it with `created`."""
     with db.as_caller(claims) as conn:
         result: dict[str, Any] = db.call(conn, "upsert_contact", **fields)
     return result

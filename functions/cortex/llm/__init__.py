@@ -31,15 +31,20 @@ __all__ = [
     "Intent",
     "InteractionAnalysis",
     "LLMError",
+    "MergedMemory",
     "Operation",
     "Sentiment",
     "Signals",
     "Usage",
+    "VoiceSentiment",
+    "VoiceState",
     "classify_chunks",
     "extract_json_object",
     "generate_context",
     "generate_handoff_summary",
+    "generate_voice_state",
     "judge_contradictions",
+    "merge_memories",
     "summarise_interaction",
 ]
 from cortex.llm import offline, prompts
@@ -53,11 +58,14 @@ from cortex.llm.results import (
     Intent,
     InteractionAnalysis,
     LLMError,
+    MergedMemory,
     ModelResult,
     Operation,
     Sentiment,
     Signals,
     Usage,
+    VoiceSentiment,
+    VoiceState,
 )
 
 # Output budgets per operation: the prompts ask for well under these, so a cut-off answer
@@ -68,6 +76,8 @@ _MAX_TOKENS: dict[Operation, int] = {
     "handoff_summary": 600,
     "contradiction_check": 800,
     "ingest_classify": 1200,
+    "voice_greeting": 500,
+    "consolidation_merge": 1500,
 }
 
 
@@ -183,6 +193,47 @@ def classify_chunks(
         raise LLMError("ingest_classify: no model configured (ANTHROPIC_API_KEY)")
     prompt = prompts.ingest_classification_prompt(chunks)
     return _remote(settings, model or settings.summary_model, prompt, ChunkKinds, "ingest_classify", max_tokens)
+
+
+def generate_voice_state(
+    agent_profile: Mapping[str, Any],
+    caller_profile: Mapping[str, Any],
+    turns: Sequence[tuple[str, str]],
+    metadata: Mapping[str, Any] | None = None,
+    settings: Settings | None = None,
+    *,
+    model: str | None = None,
+    max_tokens: int | None = None,
+    local: bool = False,
+) -> tuple[VoiceState, Usage]:
+    """A voice agent's next state with a caller after a call (seed 004's greeting generation): the
+    XML-structured prompt of `prompts.voice_state_prompt` to Claude (the summary model, Haiku), or
+    the deterministic local generator offline or when `local`. The answer is validated against
+    `VoiceState` (3-5 topics, the five sentiments); `LLMError` when the model fails or answers off-schema."""
+    settings = settings or get_settings()
+    prompt = prompts.voice_state_prompt(agent_profile, caller_profile, turns, metadata)
+    if local or not settings.use_remote_llm:
+        result = offline.generate_voice_state(agent_profile, caller_profile, turns)
+        return result, _local_usage(settings, prompt, result, "voice_greeting")
+    return _remote(settings, model or settings.summary_model, prompt, VoiceState, "voice_greeting", max_tokens)
+
+
+def merge_memories(
+    members: Sequence[Mapping[str, Any]],
+    settings: Settings | None = None,
+    *,
+    model: str | None = None,
+    max_tokens: int | None = None,
+) -> tuple[MergedMemory, Usage]:
+    """Ask the model to write one memory from several similar ones (consolidation's merge;
+    `prompts.merge_prompt` describes a member). Remote only: offline, the deterministic merge of
+    `cortex.consolidation.merge` does the work, so this raises `LLMError`. The answer is validated
+    against `MergedMemory`; the caller then checks that every sentence and entity survived."""
+    settings = settings or get_settings()
+    if not settings.use_remote_llm:
+        raise LLMError("consolidation_merge: no model configured (ANTHROPIC_API_KEY)")
+    prompt = prompts.merge_prompt(members)
+    return _remote(settings, model or settings.summary_model, prompt, MergedMemory, "consolidation_merge", max_tokens)
 
 
 # --- local path ------------------------------------------------------------------------------

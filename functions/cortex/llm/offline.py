@@ -580,6 +580,7 @@ class _Contact:
     email: str
     company: str
     stage: str
+    phone: str
     source: str
     first_touch: str
     last_touch: str
@@ -587,7 +588,7 @@ class _Contact:
 
     @property
     def display_name(self) -> str:
-        return self.name or self.email or "This contact"
+        return self.name or self.email or self.phone or "This contact"
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
@@ -606,6 +607,7 @@ def _contact(material: Mapping[str, Any]) -> _Contact:
         name=_one_line(c.get("name")),
         email=_one_line(c.get("email")),
         company=_one_line(c.get("company_name")),
+        phone=_one_line(c.get("phone")),
         stage=_one_line(c.get("stage")).lower(),
         source=_one_line(c.get("source")),
         first_touch=_one_line(c.get("first_touch_at")),
@@ -1019,4 +1021,98 @@ def generate_handoff_summary(
     return llm.HandoffSummary(
         context_summary=truncate_words(" ".join(parts), HANDOFF_MAX_CHARS),
         suggested_action=truncate_words(action.format(name=name), 200),
+    )
+
+
+# --- voice (seed 004): a voice agent's next state with a caller, without a model -------------------
+
+_VOICE_STOPWORDS = frozenset(
+    """a about above after again against all also am an and any are aren't as at be because been before being
+    below between both but by can can't cannot could couldn't did didn't do does doesn't doing don't down during
+    each few for from further get got had hadn't has hasn't have haven't having he her here hers herself him
+    himself his how i i'd i'll i'm i've if in into is isn't it it's its itself just know let like me more most
+    much my myself need no nor not now of off ok okay on once only or other ought our ours ourselves out over own
+    really right same say said she should shouldn't so some such sure than thank thanks that that's the their
+    theirs them themselves then there there's these they they're think this those through to too under until up
+    us very want was wasn't way we we're well were weren't what what's when where which while who whom why will
+    with won't would wouldn't yeah yes you you're your yours yourself going hello hi bye goodbye great good fine
+    call calling today tomorrow yesterday something anything thing things time maybe actually please sorry one
+    two three back still tell talk talked speak little bit lot kind sort mean name""".split()  # noqa: SIM905
+)
+_VOICE_WORD = re.compile(r"[A-Za-z][A-Za-z'-]{2,}")
+_VOICE_FRUSTRATED = re.compile(
+    r"\b(frustrat\w*|annoy\w*|angry|furious|ridiculous|unacceptable|fed up|waste of (my )?time|terrible|"
+    r"still (not|no|hasn't|haven't)|complain\w*|upset)\b",
+    re.IGNORECASE,
+)
+_VOICE_CONFUSED = re.compile(
+    r"\b(confus\w*|(don't|do not|didn't) (understand|get it)|not sure (what|how|why)|what do you mean|"
+    r"lost me|unclear|makes no sense)\b",
+    re.IGNORECASE,
+)
+_VOICE_SATISFIED = re.compile(
+    r"\b(thank you|thanks|perfect|wonderful|helpful|appreciate\w*|that's great|sounds good|brilliant)\b",
+    re.IGNORECASE,
+)
+#: Fewer topics than three in a short call: these fill the list (tier 2 keeps 3-5).
+VOICE_FALLBACK_TOPICS = ("the reason for this call", "questions to follow up", "next steps")
+
+
+def voice_topics(turns: Sequence[tuple[str, str]], limit: int = 5) -> list[str]:
+    """3-5 topics of a call: the caller's most frequent content words (the agent's as a tie-break
+    and fallback), first mention first among equals; padded with VOICE_FALLBACK_TOPICS."""
+    counts: dict[str, float] = {}
+    first: dict[str, int] = {}
+    position = 0
+    for role, message in turns:
+        weight = 1.0 if role == "user" else 0.4
+        for match in _VOICE_WORD.finditer(message or ""):
+            word = match.group().lower().strip("'-")
+            if len(word) < 4 or word in _VOICE_STOPWORDS:
+                continue
+            counts[word] = counts.get(word, 0.0) + weight
+            first.setdefault(word, position)
+            position += 1
+    ranked = sorted(counts, key=lambda w: (-counts[w], first[w]))[:limit]
+    topics = list(ranked)
+    for filler in VOICE_FALLBACK_TOPICS:
+        if len(topics) >= 3:
+            break
+        topics.append(filler)
+    return topics
+
+
+def voice_sentiment(turns: Sequence[tuple[str, str]]) -> llm.VoiceSentiment:
+    """The caller's sentiment from what the caller said: frustrated, confused, engaged (a long or
+    questioning call), satisfied (thanks, praise), else neutral."""
+    said = [message for role, message in turns if role == "user" and message]
+    text = " ".join(said)
+    if _VOICE_FRUSTRATED.search(text):
+        return "frustrated"
+    if _VOICE_CONFUSED.search(text):
+        return "confused"
+    if len(said) >= 6 or len(text) >= 600 or text.count("?") >= 3:
+        return "engaged"
+    if _VOICE_SATISFIED.search(text):
+        return "satisfied"
+    return "neutral"
+
+
+def generate_voice_state(
+    agent_profile: Mapping[str, Any], caller_profile: Mapping[str, Any], turns: Sequence[tuple[str, str]]
+) -> llm.VoiceState:
+    """The deterministic stand-in for the greeting model: topics from the caller's words, a greeting
+    that names the caller (when known) and the first topic, a rule-based sentiment and a one-sentence
+    summary. The same input always gives the same state."""
+    topics = voice_topics(turns)
+    name = _one_line(caller_profile.get("name"))
+    agent = _one_line(agent_profile.get("agent_name")) or "the agent"
+    hello = f"Hi {name}!" if name else "Welcome back!"
+    greeting = truncate_words(
+        f"{hello} Last time we talked about {topics[0]} - shall we pick up where we left off?", 300
+    )
+    listed = ", ".join(topics[:2]) + f" and {topics[2]}"
+    summary = truncate_words(f"Talked with {agent} about {listed}.", 400)
+    return llm.VoiceState(
+        next_greeting=greeting, key_topics=topics, sentiment=voice_sentiment(turns), conversation_summary=summary
     )

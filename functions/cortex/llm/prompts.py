@@ -241,3 +241,122 @@ def ingest_classification_prompt(chunks: Sequence[Mapping[str, Any]]) -> str:
         lines.append("")
     lines.append(CLASSIFY_JSON_INSTRUCTION)
     return "\n".join(lines)
+
+
+# --- voice (seed 004): the next greeting of a voice agent -------------------------------------------
+
+VOICE_PROMPT_OPENING = "You are preparing a voice agent's memory of a caller for their next call."
+VOICE_JSON_INSTRUCTION = (
+    "Respond with only a JSON object, no prose around it, in this shape:\n"
+    '{"next_greeting": "...", "key_topics": ["...", "...", "..."], "sentiment": "engaged", '
+    '"conversation_summary": "..."}'
+)
+
+
+def _xml(value: object) -> str:
+    # Values inside the XML-structured prompt: & < > escaped so a transcript cannot close a section.
+    return _text(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def voice_transcript(turns: Sequence[tuple[str, str]], limit: int = MAX_PROMPT_CONTENT_CHARS) -> str:
+    """The call as `Agent: ...` / `User: ...` lines; over `limit` characters, the start is cut (the
+    end of a call is what the next greeting continues from) with a marker."""
+    text = "\n".join(f"{'Agent' if role == 'agent' else 'User'}: {message}" for role, message in turns)
+    if len(text) <= limit:
+        return text
+    return "[... the start of the call is cut ...]\n" + text[-limit:]
+
+
+def voice_state_prompt(
+    agent_profile: Mapping[str, Any],
+    caller_profile: Mapping[str, Any],
+    turns: Sequence[tuple[str, str]],
+    metadata: Mapping[str, Any] | None = None,
+) -> str:
+    """Seed 004's greeting prompt, XML-structured: <agent_profile>, <caller_profile>,
+    <conversation_metadata>, <conversation_transcript>, <explicit_instructions>, <constraints> and
+    <examples>, then the JSON answer asked for (validated as `VoiceState`)."""
+    meta = metadata or {}
+    name = _text(caller_profile.get("name"))
+    system_prompt = _truncate_content(_text(agent_profile.get("system_prompt")))[:8000]
+    return "\n".join(
+        [
+            VOICE_PROMPT_OPENING,
+            "",
+            "<agent_profile>",
+            f"  <agent_id>{_xml(agent_profile.get('agent_id'))}</agent_id>",
+            f"  <agent_name>{_xml(agent_profile.get('agent_name'))}</agent_name>",
+            f"  <first_message>{_xml(agent_profile.get('first_message'))}</first_message>",
+            f"  <system_prompt>{_xml(system_prompt)}</system_prompt>",
+            "</agent_profile>",
+            "<caller_profile>",
+            f"  <name>{_xml(name) or '(unknown)'}</name>",
+            f"  <phone_number>{_xml(caller_profile.get('phone_number'))}</phone_number>",
+            f"  <total_interactions>{_xml(caller_profile.get('total_interactions'))}</total_interactions>",
+            f"  <conversations_with_this_agent>{_xml(caller_profile.get('conversation_count'))}"
+            "</conversations_with_this_agent>",
+            "</caller_profile>",
+            "<conversation_metadata>",
+            f"  <duration_secs>{_xml(meta.get('duration_secs'))}</duration_secs>",
+            f"  <call_date>{_xml(meta.get('call_date'))}</call_date>",
+            "</conversation_metadata>",
+            "<conversation_transcript>",
+            _xml(voice_transcript(turns)),
+            "</conversation_transcript>",
+            "<explicit_instructions>",
+            "1. next_greeting: what this agent says first when this caller calls again. In the agent's own voice"
+            " and role (agent_profile). Refer to one specific topic of THIS conversation and invite the caller to"
+            " continue. Use the caller's name only if caller_profile gives one. One or two sentences, under 200"
+            " characters.",
+            "2. key_topics: 3 to 5 specific topics of this conversation, a few words each.",
+            "3. sentiment: the caller's sentiment, exactly one of satisfied, neutral, frustrated, confused, engaged.",
+            "4. conversation_summary: one sentence on what this conversation covered.",
+            "</explicit_instructions>",
+            "<constraints>",
+            "- Use only this transcript: never mention topics of other agents or calls you were not shown.",
+            "- Do not invent facts, names, dates or promises.",
+            '- No generic greeting such as "Hello, how can I help you today?".',
+            "- Do not guess a name: without one in caller_profile, greet without a name.",
+            "- Output only the JSON object.",
+            "</constraints>",
+            "<examples>",
+            '  <good>{"next_greeting": "Hi Stefan! I\'ve been thinking about your Arbez founding story - ready to'
+            ' continue where we left off?", "key_topics": ["Arbez founding details", "childhood memories",'
+            ' "business challenges"], "sentiment": "engaged", "conversation_summary": "Explored early'
+            ' entrepreneurial journey and formative childhood experiences."}</good>',
+            '  <bad>{"next_greeting": "Hello! How can I help you today?"} (generic, no topic, no continuity)</bad>',
+            '  <bad>{"next_greeting": "Hi Stefan, how is your medication working?"} (a topic from another agent'
+            "'s calls)</bad>",
+            "</examples>",
+            "",
+            VOICE_JSON_INSTRUCTION,
+        ]
+    )
+
+
+MERGE_JSON_INSTRUCTION = (
+    "Respond with only a JSON object, no prose around it, in this shape:\n"
+    '{"title": "one line naming what the memories say", "body": "the merged text"}'
+)
+
+
+def merge_prompt(members: Sequence[Mapping[str, Any]]) -> str:
+    """Consolidation's merge request: several similar memories to be written as one. Each member is
+    {"kind", "title", "body", "entities"}; bodies are cut at 2,000 characters."""
+    lines = [
+        "You are merging near-duplicate memories of an AI agent team into one memory.",
+        "Keep every fact: every sentence's content, every name, number, date and negation must still be in"
+        " the merged text (you may reword, reorder and drop exact repetitions, nothing else). Do not add facts.",
+        "",
+    ]
+    for i, m in enumerate(members):
+        entities = ", ".join(_text(e) for e in (m.get("entities") or []))
+        lines.append(f"Memory {i} ({_text(m.get('kind'))}): {_text(m.get('title'))}")
+        body = _text(m.get("body"))[:2000]
+        if body:
+            lines.append(f"  {body}")
+        if entities:
+            lines.append(f"  Entities: {entities}")
+        lines.append("")
+    lines.append(MERGE_JSON_INSTRUCTION)
+    return "\n".join(lines)

@@ -23,7 +23,17 @@ Intent = Literal[
     "feedback",
     "other",
 ]
-Operation = Literal["summarize", "generate_context", "handoff_summary", "contradiction_check", "ingest_classify"]
+Operation = Literal[
+    "summarize",
+    "generate_context",
+    "handoff_summary",
+    "contradiction_check",
+    "ingest_classify",
+    "voice_greeting",
+    "consolidation_merge",
+]
+# A caller's sentiment in a voice agent's state (cortex.voice_sentiments(): seed 004's four, plus engaged).
+VoiceSentiment = Literal["satisfied", "neutral", "frustrated", "confused", "engaged"]
 # The memory kinds a chunk may be classified as (cortex.memory_kinds(); graph.models.MemoryKind).
 ChunkKindName = Literal["fact", "decision", "event", "preference", "pattern", "goal", "observation"]
 
@@ -121,6 +131,40 @@ class ChunkKinds(ModelResult):
     """Ingest's model classification: a kind per chunk it was shown (chunks left out: the heuristic's)."""
 
     kinds: list[ChunkKind] = Field(default_factory=list, max_length=200)
+
+
+class VoiceState(ModelResult):
+    """A voice agent's state with a caller after a call (seed 004's tier 2, what the model writes)."""
+
+    next_greeting: str = Field(min_length=1, max_length=1000)
+    key_topics: list[str] = Field(min_length=3, max_length=5)
+    sentiment: VoiceSentiment
+    conversation_summary: str = Field(min_length=1, max_length=500)
+
+    @field_validator("next_greeting", "conversation_summary", mode="before")
+    @classmethod
+    def _strip(cls, value: object) -> object:
+        return value.strip() if isinstance(value, str) else value
+
+    @field_validator("key_topics", mode="before")
+    @classmethod
+    def _topics(cls, value: object) -> object:
+        # Blank topics are dropped, the rest trimmed and cut at 200 characters; the count is then checked.
+        if isinstance(value, list):
+            return [t.strip()[:200] for t in value if isinstance(t, str) and t.strip()]
+        return value
+
+    @field_validator("sentiment", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
+
+
+class MergedMemory(ModelResult):
+    """Consolidation's merge: one memory written from several similar ones (checked before use)."""
+
+    title: str = Field(min_length=1, max_length=500)
+    body: str = Field(min_length=1, max_length=20000)
 
 
 @dataclass(frozen=True)

@@ -141,6 +141,8 @@ JOB_MODULES = (
     "cortex.memories.jobs",
     "cortex.briefings.jobs",
     "cortex.ingest.jobs",
+    "cortex.voice.jobs",
+    "cortex.consolidation.jobs",
 )
 
 
