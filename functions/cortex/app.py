@@ -26,7 +26,7 @@ from typing import Any
 import psycopg
 import psycopg_pool
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from werkzeug.exceptions import MethodNotAllowed, NotFound
 from werkzeug.routing import Map, RequestRedirect, Rule
 
@@ -44,7 +44,19 @@ from cortex.interactions import routes as interactions
 from cortex.memories import routes as memories
 from cortex.memories import search as memory_search
 from cortex.notifications import routes as notifications
-from cortex.routing import API_PREFIX, Call, RawJSON, Reply, Route, Router, parse_json, read_body, validate
+from cortex.routing import (
+    API_PREFIX,
+    Call,
+    Page,
+    RawJSON,
+    Reply,
+    Route,
+    Router,
+    Stream,
+    parse_json,
+    read_body,
+    validate,
+)
 from cortex.usage import routes as usage
 from cortex.voice import routes as voice
 
@@ -214,6 +226,16 @@ async def handle(request: Request) -> Response:
             request_id,
         )
     headers = {**reply.headers, "X-Request-ID": request_id, "Cache-Control": "no-store"}
+    if isinstance(reply.body, Stream):
+        # No proxy may buffer an event stream: each event must reach the client as it is written.
+        headers["X-Accel-Buffering"] = "no"
+        return StreamingResponse(
+            reply.body.chunks, status_code=reply.status, media_type=reply.body.media_type, headers=headers
+        )
+    if isinstance(reply.body, Page):
+        return Response(
+            reply.body.text.encode(), status_code=reply.status, media_type=reply.body.media_type, headers=headers
+        )
     return Response(
         reply.body.text.encode()
         if isinstance(reply.body, RawJSON)

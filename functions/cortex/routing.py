@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any, TypeVar
@@ -63,6 +63,23 @@ class RawJSON:
     """A body that is JSON text already (as SQL rendered it): sent as is, never parsed in Python."""
 
     text: str
+
+
+@dataclass(frozen=True)
+class Stream:
+    """A body sent while it is produced (server-sent events): the chunks of an async iterator.
+    A client that disconnects cancels the iterator, so whatever it drives (a model stream) stops."""
+
+    chunks: AsyncIterator[bytes]
+    media_type: str = "text/event-stream"
+
+
+@dataclass(frozen=True)
+class Page:
+    """A body that is a document, not JSON (an HTML page, a vendored script): sent as is."""
+
+    text: str
+    media_type: str = "text/html; charset=utf-8"
 
 
 @dataclass(frozen=True)
