@@ -52,6 +52,7 @@ async def client_data(call: Call) -> Reply:
     done, _ = await asyncio.wait({task}, timeout=deadline)
     try:
         if task not in done:
+            _LATE.add(task)
             task.add_done_callback(_forget)
             raise TimeoutError
         return Reply(200, RawJSON(task.result()))
@@ -65,10 +66,25 @@ async def client_data(call: Call) -> Reply:
     return Reply(200, RawJSON(service.DEFAULT_CLIENT_DATA_TEXT), {FALLBACK_HEADER: reason})
 
 
+# Lookups that missed their deadline and still run: held so they are not collected mid-query, and
+# so whoever closes the pool can let them finish first (`settle_late_lookups`).
+_LATE: set[asyncio.Future[str]] = set()
+
+
 def _forget(task: asyncio.Future[str]) -> None:
     """A lookup that missed its deadline: its outcome is read (and dropped) so nothing is reported as lost."""
+    _LATE.discard(task)
     if not task.cancelled():
         task.exception()
+
+
+async def settle_late_lookups(timeout: float = 5.0) -> int:
+    """Waits (at most `timeout` seconds) for client-data lookups that missed their deadline; returns
+    how many were still running. Call it before closing the pool or the event loop."""
+    late = set(_LATE)
+    if late:
+        await asyncio.wait(late, timeout=timeout)
+    return len(late)
 
 
 @router.route(
