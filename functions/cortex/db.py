@@ -14,6 +14,7 @@ synchronous (a `ConnectionPool`). Both build their statements here.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import threading
 from collections.abc import Iterator, Mapping
@@ -128,22 +129,36 @@ def _function(name: str) -> sql.Composable:
     return sql.Identifier(schema or "public", function)
 
 
+@functools.lru_cache(maxsize=1024)
+def _template(name: str, shape: tuple[tuple[str, str | None], ...], set_returning: bool, as_text: bool) -> str:
+    # Composed once per call shape (function, argument names, casts): composing SQL costs more
+    # than a hot read's whole round trip, and a stable text hits psycopg's query-conversion cache.
+    params: list[sql.Composable] = []
+    for key, sql_type in shape:
+        placeholder: sql.Composable = sql.Placeholder(key)
+        if sql_type is not None:
+            placeholder = sql.SQL("{}::{}").format(placeholder, sql.SQL(sql_type))
+        params.append(sql.SQL("{} => {}").format(sql.Identifier(key), placeholder))
+    template = "select * from {}({})" if set_returning else "select {}({})::text" if as_text else "select {}({})"
+    return sql.SQL(template).format(_function(name), sql.SQL(", ").join(params)).as_string(None)
+
+
 def _statement(
     name: str, args: Mapping[str, Any], *, set_returning: bool, as_text: bool = False
-) -> tuple[sql.Composed, dict[str, Any]]:
+) -> tuple[str, dict[str, Any]]:
     # None is omitted so the function's SQL default applies (PostgREST does the same for absent keys).
-    present = {k: v for k, v in args.items() if v is not None}
-    params: list[sql.Composable] = []
+    shape: list[tuple[str, str | None]] = []
     values: dict[str, Any] = {}
-    for key, value in present.items():
-        placeholder: sql.Composable = sql.Placeholder(key)
+    for key, value in args.items():
+        if value is None:
+            continue
         if isinstance(value, Typed):
-            placeholder = sql.SQL("{}::{}").format(placeholder, sql.SQL(value.sql_type))
+            shape.append((key, value.sql_type))
             value = value.value
-        params.append(sql.SQL("{} => {}").format(sql.Identifier(key), placeholder))
+        else:
+            shape.append((key, None))
         values[key] = Jsonb(value) if isinstance(value, dict) else value
-    template = "select * from {}({})" if set_returning else "select {}({})::text" if as_text else "select {}({})"
-    return sql.SQL(template).format(_function(name), sql.SQL(", ").join(params)), values
+    return _template(name, tuple(shape), set_returning, as_text), values
 
 
 def _mapped(exc: psycopg.Error) -> Exception:
@@ -229,6 +244,7 @@ async def arows(conn: psycopg.AsyncConnection[Any], function: str, /, **args: An
 # which ALTER ROLE alone never applies to a role that is switched to, are set once per pooled
 # connection (`_configure`): every request on these connections runs as that role.
 _BECOME = "select set_config('role', 'authenticated', true), set_config('request.jwt.claims', %s, true)"
+_ONE_TRIP = _BECOME.replace("%s", "%(__claims)s") + "; "
 _ROLE_SETTINGS = "select cortex.apply_role_settings('authenticated', false)"
 
 
@@ -287,7 +303,7 @@ async def _acall_once(claims: Mapping[str, Any], function: str, args: Mapping[st
     # PostgreSQL runs as one implicit transaction (so the SET LOCALs of set_config(..., true) hold
     # for the call and end with it). Parameters are bound client-side with libpq's quoting.
     query, values = _statement(function, args, set_returning=False, as_text=as_text)
-    statement = sql.SQL("{}; {}").format(sql.SQL(_BECOME.replace("%s", "%(__claims)s")), query)
+    statement = _ONE_TRIP + query
     pool = await get_async_pool()
     async with pool.connection() as conn:
         try:
