@@ -50,16 +50,18 @@ PATH_SAMPLES = {"agent": "luna", "phone": "+16125551234"}
 
 
 @contextmanager
-def serving(app: Starlette) -> Iterator[str]:
+def serving(app: Starlette, close_pool: bool = True) -> Iterator[str]:
     """The app under uvicorn in a thread, on a free loopback port: a live server in this process
-    (real HTTP, real database), its async pool closed in its own loop when it stops."""
+    (real HTTP, real database), its async pool closed in its own loop when it stops (`close_pool`:
+    Cortex's app; an app that uses no pool of its own leaves Cortex's alone)."""
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
 
     async def run() -> None:
         try:
             await server.serve()
         finally:
-            await cortex_db.aclose_pool()
+            if close_pool:
+                await cortex_db.aclose_pool()
 
     thread = threading.Thread(target=asyncio.run, args=(run(),), daemon=True)
     thread.start()
