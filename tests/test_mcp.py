@@ -217,7 +217,7 @@ def test_unknown_tools_and_wrong_arguments_are_refused_with_how_to_fix(live_serv
     assert all(r.is_error for r in (unknown, bad_id, extra, missing, server_side))
     assert "Unknown tool 'delete_everything'. Fix: call one of: get_context" in text_of(unknown)
     assert "Invalid arguments for get_context: contact_id:" in text_of(bad_id)
-    assert "contact_id, level?, refresh?" in text_of(bad_id) or "level?" in text_of(bad_id)
+    assert "the arguments are contact_id, level?, refresh? (? = optional)" in text_of(bad_id)
     assert "colour: Extra inputs are not permitted" in text_of(extra)
     assert "contact_id: Field required" in text_of(missing)
     assert "Argument at fault: agent." in text_of(server_side) and "Fix: correct that argument" in text_of(server_side)

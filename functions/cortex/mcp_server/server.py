@@ -93,9 +93,9 @@ def invalid_arguments(spec: ToolSpec, exc: ValidationError) -> ToolError:
         f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}"
         for e in exc.errors(include_url=False, include_context=False, include_input=False)
     ]
-    allowed = ", ".join(
-        f"{name}{'' if field.is_required() else '?'}" for name, field in spec.arguments.model_fields.items()
-    )
+    fields = spec.arguments.model_fields
+    required = [name for name, field in fields.items() if field.is_required()]
+    allowed = ", ".join([*required, *(f"{name}?" for name in fields if name not in required)])
     return ToolError(
         f"Invalid arguments for {spec.name}: {'; '.join(problems)}. "
         f"Fix: correct these and call again; the arguments are {allowed} (? = optional)."
