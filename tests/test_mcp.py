@@ -20,8 +20,10 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 from starlette.applications import Starlette
 
+from cortex import embeddings
 from cortex.cli import main
 from cortex.client import Client
+from cortex.config import get_settings
 from cortex.interactions.models import InteractionCreate
 from cortex.mcp_server.server import Settings, build
 from cortex.mcp_server.tools import TOOLS
@@ -87,6 +89,19 @@ def test_lists_the_ten_tools_with_descriptions_and_the_servers_schemas(live_serv
         assert tool.annotations is not None and tool.annotations.read_only_hint is spec.read_only
 
 
+@pytest.fixture
+def text_only_search(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Memory search without the embedding model (text and graph rankings only): loading the model
+    costs seconds and proves nothing about MCP."""
+    monkeypatch.setenv("CORTEX_EMBEDDINGS", "none")
+    get_settings.cache_clear()
+    embeddings.reset()
+    yield
+    get_settings.cache_clear()
+    embeddings.reset()
+
+
+@pytest.mark.usefixtures("text_only_search")
 def test_calls_every_tool_over_streamable_http(live_server: str, tenant: Tenant, contact_id: str) -> None:  # noqa: F811
     with Client(base_url=live_server, api_key=tenant.keys["anna"]) as anna:
         handoff = anna.create_handoff(contact_id=contact_id, to_agent="luna", reason="warm_reply")
