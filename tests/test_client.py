@@ -301,7 +301,8 @@ def test_a_server_that_does_not_answer_is_a_timeout_error_and_a_post_is_sent_onc
 
 
 class _Flaky(BaseHTTPRequestHandler):
-    """Answers 503 (Retry-After: 0) to the first request of each method, then 200."""
+    """Answers the first request of each method with an error (GET 429, POST 503; Retry-After: 0),
+    then 200."""
 
     seen: ClassVar[set[str]] = set()
 
@@ -309,6 +310,8 @@ class _Flaky(BaseHTTPRequestHandler):
         if self.command not in self.seen:
             self.seen.add(self.command)
             body, status = b'{"error": {"code": "database_unavailable", "message": "busy"}}', 503
+            if self.command == "GET":
+                body, status = b'{"error": {"code": "rate_limited", "message": "slow down"}}', 429
         else:
             body, status = b'{"status": "ok", "service": "cortex", "version": "t"}', 200
         self.send_response(status)
@@ -324,13 +327,15 @@ class _Flaky(BaseHTTPRequestHandler):
         """Quiet."""
 
 
-def test_a_503_is_retried_for_a_get_but_not_for_a_post() -> None:
+def test_a_429_after_its_retry_after_is_retried_for_a_get_but_a_503_is_not_for_a_post() -> None:
     _Flaky.seen = set()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Flaky)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
+    log: list[str] = []
+    base = f"http://127.0.0.1:{server.server_port}"
     try:
-        with Client(base_url=f"http://127.0.0.1:{server.server_port}", api_key="k", backoff=0) as cortex:
+        with Client(base_url=base, api_key="k", backoff=0, http_client=counted(log)) as cortex:
             health = cortex.health()
             with pytest.raises(ServerError) as refused:
                 cortex.remember(kind="fact", title="t", body="b")
@@ -339,6 +344,7 @@ def test_a_503_is_retried_for_a_get_but_not_for_a_post() -> None:
         thread.join()
     assert health.status == "ok"
     assert refused.value.status == 503 and refused.value.code == "database_unavailable"
+    assert log == ["GET /api/v1/health"] * 2 + ["POST /api/v1/memories"]
 
 
 def test_results_are_pydantic_models_of_the_server() -> None:

@@ -28,6 +28,7 @@ from cortex.interactions.models import InteractionCreate
 from cortex.mcp_server.server import Settings, build
 from cortex.mcp_server.tools import TOOLS
 from tests.conftest import Tenant
+from tests.test_app import JWT_SECRET, make_jwt
 from tests.test_client import live_server, serving  # noqa: F401 (the live_server fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -244,3 +245,25 @@ def test_a_wrong_key_is_refused_with_how_to_fix_and_cortex_mcp_needs_a_key(live_
     assert refused.is_error and "401" in text_of(refused) and "set CORTEX_API_KEY" in text_of(refused)
     result = CliRunner().invoke(main, ["mcp"], env={"CORTEX_API_KEY": ""})
     assert result.exit_code == 2 and "no key: set CORTEX_API_KEY or pass --key" in result.output
+
+
+def test_a_jwt_scopes_the_server_to_the_agent_it_names(
+    live_server: str,  # noqa: F811
+    tenant: Tenant,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CORTEX_JWT_SECRET", JWT_SECRET)
+    get_settings.cache_clear()
+    token = make_jwt({"sub": "user-1", "app_metadata": {"tenant_id": tenant.id, "agent": "mia"}})
+
+    async def session(c: MCPClient) -> tuple[dict[str, Any], dict[str, Any], str | None]:
+        budget = data_of(await c.call_tool("budget_check", {"estimated_tokens": 10}))
+        logged = data_of(await c.call_tool("log_interaction", {"contact_id": cid, "type": "note", "summary": "x"}))
+        return budget, logged, c.instructions
+
+    with Client(base_url=live_server, api_key=tenant.keys["luna"]) as luna:
+        cid = str(luna.upsert_contact(email="jwt@acme.example").id)
+    with mcp_http(live_server, token) as url:  # no --agent: the JWT names it
+        budget, logged, instructions = over(url, session)
+    assert budget["agent"] == "mia" and logged["agent"] == "mia"
+    assert instructions is not None and "You are agent 'mia'" in instructions
