@@ -164,9 +164,10 @@ def test_methods_take_keywords_or_the_servers_model_and_return_its_response_mode
     with Client(base_url=live_server, api_key=tenant.keys["luna"]) as cortex:
         created = cortex.upsert_contact(email="ada@example.com", name="Ada", stage="prospect")
         again = cortex.upsert_contact(ContactCreate(email="ada@example.com", name="Ada Lovelace"))
+        as_dict = cortex.upsert_contact({"email": "ada@example.com"})
         fetched = cortex.get_contact(created.id)
     assert isinstance(created, ContactCreated) and created.created is True
-    assert again.created is False and again.id == created.id
+    assert again.created is False and again.id == created.id == as_dict.id
     assert isinstance(fetched, Contact) and fetched.name == "Ada Lovelace"
 
 
@@ -351,3 +352,10 @@ def test_results_are_pydantic_models_of_the_server() -> None:
     for route in ROUTES:
         for model in route.responses.values():
             assert issubclass(model, BaseModel)
+
+
+def test_the_sdk_and_the_mcp_server_are_packaged_with_cortex() -> None:
+    from setuptools import find_packages
+
+    packages = find_packages(str(ROOT / "functions"))
+    assert {"cortex.client", "cortex.mcp_server"} <= set(packages)

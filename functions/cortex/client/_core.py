@@ -62,12 +62,12 @@ class Op(Generic[T]):
 def checked(model: type[M], given: M | None, fields: Mapping[str, Any], where: str) -> M:
     """`given`, or `fields` validated by the server's own model: InvalidRequestError naming the
     field when they do not fit (nothing is sent)."""
-    if given is not None:
-        if fields:
-            raise TypeError(f"pass either a {model.__name__} or keyword fields, not both")
+    if given is not None and fields:
+        raise TypeError(f"pass either a {model.__name__} or keyword fields, not both")
+    if isinstance(given, model):
         return given
-    try:
-        return model.model_validate(dict(fields))
+    try:  # a plain dict in the model's place is read as its fields
+        return model.model_validate(given if given is not None else dict(fields))
     except ValidationError as exc:
         raise from_validation(exc, where) from None
 
@@ -175,7 +175,17 @@ def _headers(api_key: str | None, headers: Mapping[str, str] | None) -> dict[str
 def _result(op: Op[T], response: httpx.Response) -> T:
     if response.status_code >= 400:
         raise from_response(response)
-    return op.parse(response.json())
+    try:
+        data = response.json()
+    except ValueError:  # not Cortex answering (a proxy's page): say so rather than fail to parse
+        raise APIError(
+            response.status_code,
+            "invalid_response",
+            f"{op.method} {op.path}: the answer is not JSON ({response.headers.get('content-type', 'no type')})",
+            request_id=response.headers.get("x-request-id"),
+            hint="check that base_url points at Cortex",
+        ) from None
+    return op.parse(data)
 
 
 class _Base:
