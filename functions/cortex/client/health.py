@@ -24,7 +24,7 @@ def health_deep() -> Op[HealthDeep]:
 
 
 def openapi() -> Op[dict[str, Any]]:
-    """GET /openapi.json: This document (OpenAPI 3.1)."""
+    """GET /openapi.json: The API's OpenAPI 3.1 document, as a dict."""
     return Op("openapi", "GET", "/openapi.json", dict)
 
 
