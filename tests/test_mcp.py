@@ -13,10 +13,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx2
 import pytest
 from click.testing import CliRunner
 from mcp import Client as MCPClient
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 from starlette.applications import Starlette
 
@@ -36,7 +38,7 @@ T = TypeVar("T")
 
 
 @contextmanager
-def mcp_http(base: str, key: str, agent: str | None = None) -> Iterator[str]:
+def mcp_http(base: str, key: str | None, agent: str | None = None) -> Iterator[str]:
     """`cortex mcp --transport http` for `key`, served in this process; the MCP endpoint's URL."""
     server = build(Settings(url=base, key=key, agent=agent))
     app: Starlette = server.streamable_http_app(streamable_http_path="/mcp")
@@ -44,8 +46,8 @@ def mcp_http(base: str, key: str, agent: str | None = None) -> Iterator[str]:
         yield f"{url}/mcp"
 
 
-def over(target: str | StdioServerParameters, session: Callable[[MCPClient], Awaitable[T]]) -> T:
-    """Runs `session` with an MCP client connected to `target` (a URL or a process to start)."""
+def over(target: Any, session: Callable[[MCPClient], Awaitable[T]]) -> T:
+    """Runs `session` with an MCP client connected to `target` (a URL, a process to start, a transport)."""
 
     async def run() -> T:
         async with MCPClient(target) as client:
@@ -267,3 +269,25 @@ def test_a_jwt_scopes_the_server_to_the_agent_it_names(
         budget, logged, instructions = over(url, session)
     assert budget["agent"] == "mia" and logged["agent"] == "mia"
     assert instructions is not None and "You are agent 'mia'" in instructions
+
+
+def test_over_http_each_request_acts_as_the_agent_of_its_own_bearer_key(
+    live_server: str,  # noqa: F811
+    tenant: Tenant,
+    other_tenant: Tenant,
+    contact_id: str,
+) -> None:
+    def as_key(url: str, key: str | None) -> Any:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers))
+
+    async def calls(c: MCPClient) -> CallToolResult:
+        return await c.call_tool("get_context", {"contact_id": contact_id})
+
+    with mcp_http(live_server, None) as url:  # a server without a key of its own
+        mine = over(as_key(url, tenant.keys["helios"]), calls)
+        stranger = over(as_key(url, other_tenant.keys["luna"]), calls)
+        nobody = over(as_key(url, None), calls)
+    assert data_of(mine)["contact_id"] == contact_id
+    assert stranger.is_error and "404" in text_of(stranger)
+    assert nobody.is_error and "no Cortex key: send Authorization: Bearer <agent key>" in text_of(nobody)

@@ -18,7 +18,10 @@ from cortex.mcp_server.server import Settings, build
 )
 @click.option("--url", envvar="CORTEX_URL", help="Cortex's base URL (default http://127.0.0.1:8080).")
 @click.option(
-    "--key", envvar="CORTEX_API_KEY", help="The agent key (ctx_...) or JWT the server acts with (CORTEX_API_KEY)."
+    "--key",
+    envvar="CORTEX_API_KEY",
+    help="The agent key (ctx_...) or JWT the server acts with; required for stdio. Over http optional: "
+    "each request may bring its own in Authorization: Bearer.",
 )
 @click.option(
     "--agent",
@@ -33,9 +36,10 @@ def mcp(
     transport: str, url: str | None, key: str | None, agent_name: str | None, host: str, port: int, http_path: str
 ) -> None:
     """Serve Cortex to MCP clients (Claude Desktop, Claude Code, ...) as one agent: the key decides
-    the tenant and the agent, so the client sees only what that agent may see. Over http anyone who
-    reaches the port acts as that agent: keep it on loopback or behind your own authentication."""
-    if not key:
+    the tenant and the agent, so the client sees only what that agent may see. Over http a request's
+    own `Authorization: Bearer <key>` wins; without --key every request must carry one (else anyone
+    who reaches the port acts as the server's agent: keep it on loopback)."""
+    if not key and transport == "stdio":
         raise click.UsageError("no key: set CORTEX_API_KEY or pass --key (an agent key: cortex keys create)")
     server = build(Settings(url=url, key=key, agent=agent_name))
     if transport == "stdio":

@@ -13,6 +13,7 @@ server sees only what that agent may see, and a read-only agent's writes are ref
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,13 +44,56 @@ _FIX_BY_STATUS = {
 }
 
 
+MAX_CLIENTS = 256  # SDK clients kept for keys that HTTP requests carried (each holds a connection pool)
+
+
 @dataclass(frozen=True)
 class Settings:
-    """What `cortex mcp` connects with: Cortex's URL, the key and (when known) the agent's name."""
+    """What `cortex mcp` connects with: Cortex's URL, the key (none: over HTTP each request brings
+    its own) and, when known, the key's agent name."""
 
     url: str | None
-    key: str
+    key: str | None
     agent: str | None = None
+
+
+class Callers:
+    """The SDK client and agent for a call: the key an HTTP request carries (`Authorization:
+    Bearer`), else the server's own key. Cortex checks every key on every call."""
+
+    def __init__(self, settings: Settings, client: AsyncClient | None = None) -> None:
+        self.settings = settings
+        self._clients: dict[str, AsyncClient] = {}
+        if settings.key and client is not None:
+            self._clients[settings.key] = client
+
+    def key(self, headers: Mapping[str, str] | None = None) -> str:
+        """The key to act with, or a refusal saying how to give one."""
+        given = (headers or {}).get("authorization", "")
+        scheme, _, token = given.partition(" ")
+        if scheme.lower() == "bearer" and token.strip():
+            return token.strip()
+        if self.settings.key:
+            return self.settings.key
+        raise ToolError(
+            "no Cortex key: send Authorization: Bearer <agent key> with each MCP request, or start "
+            "cortex mcp with CORTEX_API_KEY (or --key)"
+        )
+
+    def client(self, key: str) -> AsyncClient:
+        """The SDK client of `key` (made on first use; the oldest is dropped past MAX_CLIENTS)."""
+        found = self._clients.get(key)
+        if found is None:
+            if len(self._clients) >= MAX_CLIENTS:
+                self._clients.pop(next(k for k in self._clients if k != self.settings.key))
+            found = self._clients[key] = AsyncClient(base_url=self.settings.url, api_key=key)
+        return found
+
+    def agent(self, key: str) -> str | None:
+        """The agent `key` acts as, when known (the configured name for the server's key; a JWT's)."""
+        if key == self.settings.key and self.settings.agent:
+            return self.settings.agent
+        return agent_of(key)
 
 
 def agent_of(key: str) -> str | None:
@@ -121,8 +165,18 @@ class _RawArguments(FuncMetadata):
         return super().convert_result(result)
 
 
-def _tool(spec: ToolSpec, client: AsyncClient, agent: str | None) -> Tool:
-    async def run(arguments: dict[str, Any]) -> BaseModel:
+def _headers(context: Context[Any, Any]) -> Mapping[str, str] | None:
+    """The HTTP request's headers (None over stdio, or outside a request)."""
+    try:
+        return context.headers
+    except ValueError:
+        return None
+
+
+def _tool(spec: ToolSpec, callers: Callers) -> Tool:
+    async def run(arguments: dict[str, Any], context: Context[Any, Any]) -> BaseModel:
+        key = callers.key(_headers(context))
+        agent = callers.agent(key)
         if agent and spec.name in _OWN_AGENT_DEFAULT:
             arguments = {"agent": agent, **arguments}
         try:
@@ -130,7 +184,7 @@ def _tool(spec: ToolSpec, client: AsyncClient, agent: str | None) -> Tool:
         except ValidationError as exc:
             raise invalid_arguments(spec, exc) from None
         try:
-            return await spec.call(client, validated)
+            return await spec.call(callers.client(key), validated)
         except CortexClientError as exc:
             raise ToolError(explain(exc)) from None
 
@@ -143,7 +197,7 @@ def _tool(spec: ToolSpec, client: AsyncClient, agent: str | None) -> Tool:
         parameters=spec.arguments.model_json_schema(),
         fn_metadata=_RawArguments(arg_model=arg_model, output_schema=spec.result.model_json_schema(by_alias=True)),
         is_async=True,
-        context_kwarg=None,
+        context_kwarg="context",
         annotations=ToolAnnotations(read_only_hint=spec.read_only, destructive_hint=False, open_world_hint=False),
     )
 
@@ -176,15 +230,22 @@ def _instructions(agent: str | None) -> str:
 
 
 def build(settings: Settings, client: AsyncClient | None = None) -> CortexMCP:
-    """The MCP server for the agent `settings.key` names (tools and resources over the SDK)."""
-    api = client or AsyncClient(base_url=settings.url, api_key=settings.key)
-    agent = settings.agent or agent_of(settings.key)
+    """The MCP server for the agent `settings.key` names, or (over HTTP, without a key) for the
+    agent each request's key names: tools and resources over the SDK."""
+    callers = Callers(settings, client)
+    agent = callers.agent(settings.key) if settings.key else None
     server = CortexMCP(
         name="cortex",
         title="Cortex shared memory",
         instructions=_instructions(agent),
-        tools=[_tool(spec, api, agent) for spec in TOOLS],
+        tools=[_tool(spec, callers) for spec in TOOLS],
     )
+
+    def api() -> AsyncClient:
+        # Resources are read with the server's own key (a static resource gets no request context).
+        if not settings.key:
+            raise ResourceError("this server has no key of its own: start cortex mcp with CORTEX_API_KEY")
+        return callers.client(settings.key)
 
     @server.resource(
         "cortex://briefing", name="briefing", title="My briefing", mime_type="text/markdown",
@@ -194,7 +255,7 @@ def build(settings: Settings, client: AsyncClient | None = None) -> CortexMCP:
         if not agent:
             raise ResourceError("this server does not know its agent's name: start cortex mcp with --agent NAME")
         try:
-            return (await api.get_briefing(agent)).text
+            return (await api().get_briefing(agent)).text
         except CortexClientError as exc:
             raise ResourceError(explain(exc)) from None
 
@@ -205,7 +266,7 @@ def build(settings: Settings, client: AsyncClient | None = None) -> CortexMCP:
     )  # fmt: skip
     async def contact_context(contact_id: str) -> str:
         try:
-            context = await api.get_context(contact_id, level=2)
+            context = await api().get_context(contact_id, level=2)
         except CortexClientError as exc:
             raise ResourceError(explain(exc)) from None
         return context.model_dump_json(by_alias=True)
