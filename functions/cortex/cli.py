@@ -29,6 +29,7 @@ from cortex.graph.cli import graph
 from cortex.handoffs.cli import handoffs
 from cortex.ingest.cli import ingest
 from cortex.interactions.cli import import_interactions, interactions
+from cortex.mcp_server.cli import mcp
 from cortex.memories.cli import memories
 from cortex.migrate import migrate as run_migrations
 from cortex.notifications.cli import notifications, webhooks
@@ -136,6 +137,7 @@ main.add_command(alerts)
 main.add_command(briefing)  # `cortex briefing AGENT`: read a briefing, a root-level command
 main.add_command(ingest)  # `cortex ingest PATH...`: files into memories, a root-level command
 main.add_command(import_interactions)  # `cortex import FILE`: the interactions' backfill, a root-level command
+main.add_command(mcp)  # `cortex mcp`: the MCP server, a root-level command
 
 
 if __name__ == "__main__":  # pragma: no cover
