@@ -837,7 +837,7 @@ create or replace function cortex.consolidation_relation_candidates(
   p_limit int default 500, p_min_lift real default 0.2, p_hub_max int default 200
 ) returns table (from_memory_id uuid, to_memory_id uuid, relation_id uuid, strength real, cosine real,
                  shared_entities text[], confidence real, reasoning text)
-language plpgsql stable set search_path = '' set jit = off as $$
+language plpgsql stable set search_path = '' set jit = off set work_mem = '64MB' as $$
 #variable_conflict use_column
 declare v_tenant uuid := cortex.consolidation_require_admin();
 begin
@@ -852,19 +852,21 @@ begin
      and m.status = 'active' and m.ref_kind is null and m.kind = any (cortex.memory_kinds()) and m.embedding is not null
     where e.tenant_id = v_tenant and e.relation in ('mentions', 'applies_to')
   ), ok as materialized (
-    -- Entities with more than p_hub_max memories are hubs: sharing them says little.
-    select l.* from links l
+    -- Entities with more than p_hub_max memories are hubs: sharing them says little. Each
+    -- embedding is read once here, as a normalised copy in memory (same cosines): an embedding is
+    -- stored out of line (TOAST), and reading it per pair cost two TOAST lookups a pair.
+    select l.memory_id, l.entity_id, extensions.l2_normalize(m.embedding) as emb
+    from links l
+    join cortex.memory_nodes m on m.tenant_id = v_tenant and m.id = l.memory_id
     where l.entity_id in (select x.entity_id from links x group by x.entity_id having count(*) <= p_hub_max)
   ), degree as materialized (
     select o.memory_id, count(*) as n from ok o group by o.memory_id
   ), entity_pairs as materialized (
     -- Every pair of memories of an entity, with its cosine (computed once per entity and pair).
     select a.entity_id, a.memory_id as a, b.memory_id as b,
-           (1 - (x.embedding operator(extensions.<=>) y.embedding))::real as cos
+           (1 - (a.emb operator(extensions.<=>) b.emb))::real as cos
     from ok a
     join ok b on b.entity_id = a.entity_id and b.memory_id > a.memory_id
-    join cortex.memory_nodes x on x.tenant_id = v_tenant and x.id = a.memory_id
-    join cortex.memory_nodes y on y.tenant_id = v_tenant and y.id = b.memory_id
   ), baseline as materialized (
     -- How alike an entity's memories read on average (its name alone makes them alike).
     select ep.entity_id, case when count(*) >= 3 then avg(ep.cos) else 0.5 end::real as base
