@@ -18,7 +18,6 @@ import threading
 import time
 from typing import Any, Literal
 
-import anthropic
 import psycopg
 from starlette.concurrency import run_in_threadpool
 
@@ -115,6 +114,8 @@ async def readiness() -> tuple[bool, dict[str, Any]]:
 
 def _ping_model() -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The model's health, and the usage of the call (None when it reported none)."""
+    import anthropic  # here, not at import: the SDK takes seconds to import and clients never need it
+
     settings = get_settings()
     # The cheapest real round trip: a one-token answer from the summary model.
     try:

@@ -14,12 +14,16 @@ import json
 import re
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import anthropic
 from pydantic import ValidationError
 
 from cortex.config import Settings, get_settings
+
+if TYPE_CHECKING:
+    # Imported where a model is called: the SDK takes seconds to import, and clients of the
+    # models (cortex.client, the CLI) never call one.
+    import anthropic
 
 __all__ = [
     "ChunkKind",
@@ -257,6 +261,8 @@ _clients_lock = threading.Lock()
 
 def _client(settings: Settings) -> anthropic.Anthropic:
     """One SDK client (and so one connection pool) per key and base URL, shared by threads."""
+    import anthropic
+
     key = (settings.anthropic_api_key, settings.anthropic_base_url)
     with _clients_lock:
         client = _clients.get(key)
@@ -280,6 +286,8 @@ def _remote(
     operation: Operation,
     max_tokens: int | None = None,
 ) -> tuple[_ResultT, Usage]:
+    import anthropic
+
     try:
         response = _client(settings).messages.create(
             model=model,
