@@ -9,6 +9,7 @@ appears on the open page without a reload.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import shutil
@@ -20,9 +21,11 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from click.testing import CliRunner
 from starlette.testclient import TestClient
 
 from cortex import db
+from cortex.cli import main
 from cortex.config import get_settings
 from cortex.dashboard import live, service, views
 from cortex.db import call
@@ -101,6 +104,16 @@ def test_a_monitor_key_signs_in_for_an_http_only_strict_cookie_stored_only_as_it
     assert [(str(r["tenant_id"]), r["agent"]) for r in stored] == [(tenant.id, "helios")]
     assert token.encode() not in bytes(stored[0]["token_hash"])
     assert client.get(SESSION).json()["agent"] == "helios"
+
+
+def test_an_operator_ends_the_tenants_dashboard_sessions_from_the_cli(
+    client: TestClient, tenant: Tenant, dsn: str
+) -> None:
+    sign_in(client, tenant.keys["helios"])
+    result = CliRunner().invoke(main, ["--json", "--tenant", tenant.slug, "dashboard", "sign-out"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == {"signed_out": 1}
+    assert client.get(SESSION).status_code == 401
 
 
 def test_an_admin_key_signs_in_too_and_an_expired_session_is_refused(

@@ -84,8 +84,10 @@ class Hub:
             if not queues:
                 self._subscribers.pop(tenant_id, None)
             if not self._subscribers and self._task is not None:
+                # Nobody is looking: close the connection, and start afresh (no backlog) next time.
                 self._task.cancel()
                 self._task = None
+                self.cursor = None
 
     async def _run(self) -> None:
         attempt = 0
