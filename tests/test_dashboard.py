@@ -147,6 +147,11 @@ def test_signing_in_is_refused_without_an_admin_or_monitor_key(
         assert error["field"] == "key" and error["message"], case
         assert "set-cookie" not in response.headers, case
     assert "may not use the dashboard" in error_of(client.post(SESSION, json={"key": tenant.keys["luna"]}))["message"]
+    # A cross-site form can post text/plain; sign-in takes JSON only.
+    plain = client.post(
+        SESSION, content=f'{{"key": "{tenant.keys["helios"]}"}}', headers={"Content-Type": "text/plain"}
+    )
+    assert plain.status_code == 415 and error_of(plain)["field"] == "body" and "set-cookie" not in plain.headers
     assert admin.execute("select count(*) as n from cortex.dashboard_sessions").fetchone()["n"] == 0
     get_settings.cache_clear()
 
@@ -465,14 +470,26 @@ def chrome() -> Iterator[Any]:
 
 @pytest.mark.slow
 def test_a_monitor_signs_in_and_sees_a_handoff_appear_live_in_chromium(
-    dsn: str, tenant: Tenant, contact: dict[str, Any], chrome: Any, tmp_path: Path
+    dsn: str, tenant: Tenant, as_agent: AsAgent, contact: dict[str, Any], chrome: Any, tmp_path: Path
 ) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
 
+    with as_agent(tenant, "luna") as conn:  # something to draw on the usage charts
+        call(conn, "record_usage", model="haiku", operation="write_email", input_tokens=60000, output_tokens=25000)
     shots = Path(os.environ.get("CORTEX_SCREENSHOTS") or tmp_path)
-    wait = WebDriverWait(chrome, 20)
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    # Pages navigate and <main> is swapped under the driver: each check looks its element up afresh.
+    wait = WebDriverWait(chrome, 20, ignored_exceptions=(StaleElementReferenceException,))
+
+    def text(element_id: str) -> str:
+        return str(chrome.execute_script(f"return document.getElementById('{element_id}').textContent"))
+
+    def live_state() -> Any:
+        return chrome.execute_script("return [document.body.dataset.live, document.body.dataset.updates]")
+
     with cortex_serve(dsn, tmp_path / "serve.log", CORTEX_EMBEDDINGS="none") as base:
         chrome.get(f"{base}/dashboard")  # no session: the sign-in page
         wait.until(ec.presence_of_element_located((By.ID, "sign-in")))
@@ -485,8 +502,8 @@ def test_a_monitor_signs_in_and_sees_a_handoff_appear_live_in_chromium(
         key.clear()
         key.send_keys(tenant.keys["helios"])
         chrome.find_element(By.ID, "sign-in-button").click()
-        wait.until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-live") == "connected")
-        assert "Pending handoffs (0)" in chrome.find_element(By.ID, "handoffs").text
+        wait.until(lambda d: live_state()[0] == "connected")
+        assert "Pending handoffs (0)" in text("handoffs")
         chrome.save_screenshot(str(shots / "dashboard-before.png"))
 
         created = httpx.post(
@@ -503,8 +520,8 @@ def test_a_monitor_signs_in_and_sees_a_handoff_appear_live_in_chromium(
         )
         assert created.status_code == 201, created.text
         wait.until(ec.text_to_be_present_in_element((By.ID, "handoffs-urgent"), "wants a call back today"))
-        assert "Pending handoffs (1)" in chrome.find_element(By.ID, "handoffs").text
-        assert chrome.find_element(By.TAG_NAME, "body").get_attribute("data-updates") == "1"  # no reload, one re-read
+        assert "Pending handoffs (1)" in text("handoffs")
+        assert live_state() == ["connected", "1"]  # no reload: one event, one re-read of the page
         chrome.save_screenshot(str(shots / "dashboard-live.png"))
         assert chrome.get_cookie(service.COOKIE)["httpOnly"] is True
         assert chrome.execute_script("return document.cookie") == ""  # the script cannot read the session

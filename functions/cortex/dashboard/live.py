@@ -35,6 +35,7 @@ CHANNEL = "cortex_outbox"
 BATCH = 500
 QUEUE_SIZE = 100
 RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0)
+LISTEN_TIMEOUT_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -69,14 +70,16 @@ class Hub:
 
     @contextlib.asynccontextmanager
     async def subscribe(self, tenant_id: str) -> AsyncIterator[asyncio.Queue[Change]]:
-        """A queue of `tenant_id`'s changes, from the moment this returns (LISTEN is under way)."""
+        """A queue of `tenant_id`'s changes, from the moment this returns (LISTEN is under way);
+        TimeoutError when the listener cannot LISTEN within 10 s."""
         queue: asyncio.Queue[Change] = asyncio.Queue(QUEUE_SIZE)
         self._subscribers.setdefault(tenant_id, set()).add(queue)
         if self._task is None or self._task.done():
             self._listening.clear()
             self._task = asyncio.create_task(self._run(), name="dashboard-listen")
         try:
-            await self._listening.wait()
+            # A database that does not answer ends the subscription (the browser reconnects later).
+            await asyncio.wait_for(self._listening.wait(), LISTEN_TIMEOUT_SECONDS)
             yield queue
         finally:
             queues = self._subscribers.get(tenant_id, set())

@@ -202,13 +202,19 @@ async def static_file(call: Call) -> Reply:
 
 @router.route(
     "POST", "/session", name="dashboard_sign_in", summary="Sign in to the dashboard with an admin or monitor key",
-    responses={200: DashboardSession}, body=SignIn, auth=False, errors=(401, 403),
+    responses={200: DashboardSession}, body=SignIn, auth=False, errors=(401, 403, 415),
     description="Exchanges the key for a session cookie (cortex_dashboard: HttpOnly, SameSite=Strict, Secure over "
     "HTTPS, 8 hours). 401 naming key for a wrong or revoked key; 403 naming key for an agent that is not an "
     "admin or monitor, and for the service key.",
 )  # fmt: skip
 async def sign_in(call: Call) -> Reply:
     """Checks the key, asks SQL (dashboard_session) whether its agent may look, opens a session."""
+    # JSON only: a cross-site HTML form can send text/plain, never application/json (that needs CORS).
+    media = call.request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media != "application/json":
+        raise CortexError(
+            415, "unsupported_media_type", "send the key as JSON", "body", "Content-Type: application/json"
+        )
     who, token = await service.sign_in(call.body_as(SignIn).key)
     return Reply(200, who, {"Set-Cookie": service.cookie(token, service.SESSION_SECONDS, _secure(call))})
 
@@ -253,19 +259,22 @@ async def _events(session: service.Session) -> AsyncIterator[bytes]:
     """The session's tenant's changes as server-sent events until the session expires: `ready` once
     LISTEN is under way, `change` per event, a comment every 15 s (so a dead client is noticed),
     `expired` at the end of the session."""
-    async with live.hub().subscribe(session.tenant_id) as queue:
-        yield b"retry: 3000\n" + _event("ready", {"tenant_id": session.tenant_id})
-        while True:
-            left = (session.expires_at - datetime.now(UTC)).total_seconds()
-            if left <= 0:
-                yield _event("expired", {"sign_in": "/dashboard/sign-in"})
-                return
-            try:
-                change = await asyncio.wait_for(queue.get(), timeout=min(HEARTBEAT_SECONDS, left))
-            except TimeoutError:
-                yield b": keep-alive\n\n"
-                continue
-            yield _event("change", change.as_json(), change.id)
+    try:
+        async with live.hub().subscribe(session.tenant_id) as queue:
+            yield b"retry: 3000\n" + _event("ready", {"tenant_id": session.tenant_id})
+            while True:
+                left = (session.expires_at - datetime.now(UTC)).total_seconds()
+                if left <= 0:
+                    yield _event("expired", {"sign_in": "/dashboard/sign-in"})
+                    return
+                try:
+                    change = await asyncio.wait_for(queue.get(), timeout=min(HEARTBEAT_SECONDS, left))
+                except TimeoutError:
+                    yield b": keep-alive\n\n"
+                    continue
+                yield _event("change", change.as_json(), change.id)
+    except TimeoutError:  # the listener could not LISTEN: the browser tries again later
+        yield b"retry: 10000\n: not listening yet; reconnect shortly\n\n"
 
 
 @router.route(

@@ -141,19 +141,19 @@ def budget_bars(budget_status: Mapping[str, Mapping[str, Any]]) -> str:
     names = sorted(budget_status)
     if not names:
         return '<p class="empty">no agents</p>'
-    width, row, label = 640, 26, 120
+    width, row, label, bar = 680, 26, 120, 360
     bars = []
     for i, name in enumerate(names):
         used, budget = int(budget_status[name].get("used", 0)), int(budget_status[name].get("budget", 0))
         share = used / budget if budget else (1.0 if used else 0.0)
-        filled = min(share, 1.0) * (width - label - 150)
+        filled = min(share, 1.0) * bar
         colour = "#dc2626" if share > 1 else "#d97706" if share > 0.8 else "#16a34a"
         y = i * row
         bars.append(
             f'<g class="bar" data-agent="{_e(name)}"><text x="0" y="{y + 17}">{_e(name)}</text>'
-            f'<rect x="{label}" y="{y + 4}" width="{width - label - 150}" height="16" fill="#e5e7eb"/>'
+            f'<rect x="{label}" y="{y + 4}" width="{bar}" height="16" fill="#e5e7eb"/>'
             f'<rect x="{label}" y="{y + 4}" width="{filled:.1f}" height="16" fill="{colour}"/>'
-            f'<text x="{width - 140}" y="{y + 17}">{used:,} / {budget:,} ({share:.0%})</text></g>'
+            f'<text x="{label + bar + 10}" y="{y + 17}">{used:,} / {budget:,} ({share:.0%})</text></g>'
         )
     height = row * len(names)
     return (
@@ -169,7 +169,7 @@ def usage_lines(series: Mapping[str, Any]) -> str:
     if not agents or days == 0:
         return '<p class="empty">no usage</p>'
     width, height, left, bottom = 720, 260, 60, 30
-    peak = max([p["total_tokens"] for a in agents for p in a["series"]] + [1])
+    peak = max([p["total_tokens"] for a in agents for p in a["series"]] + [100])  # an axis of 0..100 at least
     scale = 10 ** max(0, len(str(peak)) - 1)
     top = math.ceil(peak / scale) * scale
     step = (width - left - 10) / max(days - 1, 1)
@@ -183,8 +183,10 @@ def usage_lines(series: Mapping[str, Any]) -> str:
         points = " ".join(f"{left + j * step:.1f},{y(p['total_tokens']):.1f}" for j, p in enumerate(a["series"]))
         lines.append(f'<polyline class="line" data-agent="{_e(a["agent"])}" fill="none" stroke="{colour}" '
                      f'stroke-width="2" points="{points}"/>')  # fmt: skip
+        # A swatch drawn in SVG: the pages' CSP allows no inline style attributes.
         legend.append(
-            f'<span class="key" style="--c:{colour}"><i style="background:{colour}"></i>{_e(a["agent"])}</span>'
+            f'<span class="key"><svg width="10" height="10" aria-hidden="true"><rect width="10" height="10" '
+            f'fill="{colour}"/></svg> {_e(a["agent"])}</span>'
         )
     grid = "".join(
         f'<line x1="{left}" x2="{width - 10}" y1="{y(top * k / 4):.1f}" y2="{y(top * k / 4):.1f}" stroke="#e5e7eb"/>'
