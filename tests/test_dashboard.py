@@ -166,6 +166,9 @@ def test_without_a_session_pages_send_the_browser_to_sign_in_and_the_api_is_401_
     page = client.get(response.headers["location"])
     assert page.status_code == 200
     assert 'id="sign-in"' in page.text and "admin or monitor" in page.text
+    alias = client.get("/api/v1/dashboard/pages/usage", follow_redirects=False)
+    assert (alias.status_code, alias.headers["location"]) == (303, "/dashboard/sign-in")
+    assert client.get("/dashboard/sign-in", params={"next": "https://evil.example/"}).status_code == 422
     for path in API:
         for cookies in ({}, {service.COOKIE: "dsh_forged"}, {service.COOKIE: "x" * 5000}):
             client.cookies.clear()

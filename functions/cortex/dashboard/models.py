@@ -95,3 +95,9 @@ class NextQuery(Request):
     """Where to go after signing in (a dashboard path)."""
 
     next: str | None = Field(default=None, max_length=500, pattern=r"^/dashboard(/[A-Za-z0-9/_-]*)?(\?[^\s<>\"']*)?$")
+
+
+class StaticPath(Request):
+    """A file of the dashboard's static folder (its script and its styles)."""
+
+    name: str = Field(pattern=r"^dashboard\.(js|css)$")

@@ -11,8 +11,6 @@ from importlib import resources
 from typing import Any
 from urllib.parse import quote
 
-from pydantic import Field
-
 from cortex.dashboard import live, service, views
 from cortex.dashboard.models import (
     AgentQuery,
@@ -22,12 +20,12 @@ from cortex.dashboard.models import (
     NextQuery,
     SignedOut,
     SignIn,
+    StaticPath,
     UsageQuery,
     UsageSeries,
 )
 from cortex.errors import CortexError
 from cortex.routing import Call, Page, Reply, Router, Stream
-from cortex.schemas import Request
 
 router = Router("dashboard")
 
@@ -38,6 +36,7 @@ _PAGE_HEADERS = {
     "Referrer-Policy": "same-origin",
 }
 HEARTBEAT_SECONDS = 15.0
+SIGN_IN = "/dashboard/sign-in"
 _STATIC_TYPES = {"js": "text/javascript; charset=utf-8", "css": "text/css; charset=utf-8"}
 
 
@@ -46,8 +45,11 @@ def _secure(call: Call) -> bool:
 
 
 def _to_sign_in(call: Call) -> Reply:
-    target = call.request.url.path + (f"?{call.request.url.query}" if call.request.url.query else "")
-    return Reply(303, Page(""), {"Location": f"/dashboard/sign-in?next={quote(target, safe='/')}", **_PAGE_HEADERS})
+    path = call.request.url.path
+    # Back to the page after signing in; the pages' /api/v1/dashboard/pages/... aliases go to the overview.
+    target = path + (f"?{call.request.url.query}" if call.request.url.query else "")
+    location = f"/dashboard/sign-in?next={quote(target, safe='/')}" if path.startswith("/dashboard") else SIGN_IN
+    return Reply(303, Page(""), {"Location": location, **_PAGE_HEADERS})
 
 
 PageBody = Callable[[service.Session, dict[str, Any]], Awaitable[tuple[str, str]]]
@@ -177,12 +179,6 @@ async def contact_page(call: Call) -> Reply:
         return f"Contact: {name}", views.contact(data, datetime.now(UTC))
 
     return await _page(call, body)
-
-
-class StaticPath(Request):
-    """A file of the dashboard's static folder."""
-
-    name: str = Field(pattern=r"^dashboard\.(js|css)$")
 
 
 @router.route(
