@@ -28,7 +28,7 @@ from cortex import db
 from cortex.cli import main
 from cortex.config import get_settings
 from cortex.dashboard import live, service, views
-from cortex.db import call
+from cortex.db import agent_claims, call
 from cortex.errors import CortexError
 from tests.api_helpers import bearer, body_of, error_of
 from tests.conftest import AsAgent, Tenant, cortex_serve
@@ -445,6 +445,36 @@ def test_the_hub_hands_each_tenant_only_its_own_events(
     assert [(c.tenant_id, c.event) for c in got_mine] == [(tenant.id, "handoff.created")]
     assert [(c.tenant_id, c.event) for c in got_other] == [(other_tenant.id, "handoff.created")]
     assert open_subscriptions == 2
+
+
+def test_the_event_stream_says_ready_then_each_change_of_its_tenant_then_expired(
+    dsn: str, tenant: Tenant, as_agent: AsAgent, contact: dict[str, Any]
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from cortex.dashboard.routes import event_stream
+
+    async def scenario() -> list[bytes]:
+        ends = datetime.now(UTC) + timedelta(seconds=3)
+        stream = event_stream(service.Session(agent_claims(tenant.id, "helios"), ends, "dsh_test"))
+        try:
+            chunks = [await anext(stream)]
+            made = handoff(as_agent, tenant, contact["id"], "high", "over the stream")
+            chunks.append(await asyncio.wait_for(anext(stream), 10))
+            chunks.extend([chunk async for chunk in stream])  # until the session's end
+            assert made["id"].encode() in chunks[1]
+            return chunks
+        finally:
+            await stream.aclose()
+            await db.aclose_pool()
+
+    ready, change, *rest = asyncio.run(scenario())
+    assert ready.startswith(b"retry: 3000\nevent: ready\n") and ready.endswith(b"\n\n")
+    assert re.fullmatch(
+        rb'event: change\nid: \d+\ndata: \{"id":\d+,"event":"handoff.created","subject":"[0-9a-f-]{36}"\}\n\n', change
+    )
+    assert rest[-1] == b'event: expired\ndata: {"sign_in":"/dashboard/sign-in"}\n\n'
+    assert all(chunk == b": keep-alive\n\n" for chunk in rest[:-1])
 
 
 # --- in a browser -------------------------------------------------------------------------------------

@@ -251,7 +251,7 @@ def _event(name: str, data: dict[str, Any], event_id: int | None = None) -> byte
     return (head + f"data: {json.dumps(data, separators=(',', ':'))}\n\n").encode()
 
 
-async def _events(session: service.Session) -> AsyncIterator[bytes]:
+async def event_stream(session: service.Session) -> AsyncIterator[bytes]:
     """The session's tenant's changes as server-sent events until the session expires: `ready` once
     LISTEN is under way, `change` per event, a comment every 15 s (so a dead client is noticed),
     `expired` at the end of the session."""
@@ -283,4 +283,4 @@ async def _events(session: service.Session) -> AsyncIterator[bytes]:
 async def events(call: Call) -> Reply:
     """The stream of the session's tenant; 401 naming cookie without a session."""
     session = await service.require(call.request)
-    return Reply(200, Stream(_events(session)))
+    return Reply(200, Stream(event_stream(session)))
