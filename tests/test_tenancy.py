@@ -109,6 +109,7 @@ def test_every_api_function_has_an_isolation_check(admin: Any) -> None:
     checked = set(ATTACKS) | set(LISTINGS) | set(USAGE) | set(ADMIN_ATTACKS) | set(ADMIN_LISTINGS)
     checked |= set(CONSOLIDATION_ATTACKS) | set(CONSOLIDATION_LISTINGS)
     voice = set(VOICE_ATTACKS) | set(VOICE_LISTINGS)
+    checked |= set(DASHBOARD_LISTINGS)
     assert _api_functions(admin) <= checked | set(MEMORY_ATTACKS) | set(MEMORY_LISTINGS) | voice
 
 
@@ -324,6 +325,12 @@ OPERATOR_FUNCTIONS: dict[str, Callable[[Tenant], dict[str, Any]]] = {
     "cortex.merge_tenant_config": lambda t: {"p_tenant_id": t.id, "p_config": {"x": 1}},
     "cortex.request_tenant_context_refresh": lambda t: {"p_tenant_id": t.id, "p_reason": "probe"},
     "cortex.tenant_stats": lambda t: {"p_tenant_id": t.id},
+    "cortex.open_dashboard_session": lambda t: {"p_tenant_id": t.id, "p_agent": "helios", "p_ttl_seconds": 600},
+    "cortex.dashboard_session_claims": lambda t: {"p_token": "dsh_probe"},
+    "cortex.close_dashboard_session": lambda t: {"p_token": "dsh_probe"},
+    "cortex.close_dashboard_sessions": lambda t: {"p_tenant_id": t.id},
+    "cortex.dashboard_cursor": lambda t: {},
+    "cortex.dashboard_events": lambda t: {"p_after": 0},
 }
 
 
@@ -487,3 +494,24 @@ def test_other_tenants_admin_sees_none_of_the_first_tenants_consolidation_throug
         assert value not in text
     assert '"pending": 0' in text or text == "[]"
     assert _consolidation_state(admin, consolidation_target) == before
+
+
+# --- the dashboard (issue 12) --------------------------------------------------------------------
+
+# Called by the other tenant's monitor: the first tenant's agents, usage and tenant never show.
+DASHBOARD_LISTINGS: dict[str, Callable[[psycopg.Connection[Any]], Any]] = {
+    "dashboard_session": lambda c: call(c, "dashboard_session"),
+    "dashboard_usage": lambda c: call(c, "dashboard_usage", days=2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DASHBOARD_LISTINGS))
+def test_other_tenants_monitor_sees_none_of_the_first_tenants_dashboard_through(
+    name: str, tenant: Tenant, other_tenant: Tenant, as_agent: AsAgent, target: dict[str, str]
+) -> None:
+    with as_agent(other_tenant, "helios") as conn:
+        text = json.dumps(DASHBOARD_LISTINGS[name](conn), default=str)
+    assert tenant.id not in text and tenant.slug not in text and '"total_tokens": 1000' not in text
+    with as_agent(tenant, "helios") as conn:
+        mine = json.dumps(DASHBOARD_LISTINGS[name](conn), default=str)
+    assert tenant.id in mine or '"total_tokens": 1000' in mine

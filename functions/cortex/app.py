@@ -36,6 +36,7 @@ from cortex.briefings import routes as briefings
 from cortex.consolidation import routes as consolidation
 from cortex.contacts import routes as contacts
 from cortex.context import routes as context
+from cortex.dashboard import routes as dashboard
 from cortex.errors import CortexError
 from cortex.graph import routes as graph
 from cortex.handoffs import routes as handoffs
@@ -86,6 +87,7 @@ ROUTERS: tuple[Router, ...] = (
     ingest.router,
     voice.router,
     consolidation.router,
+    dashboard.router,
     health.router,
     meta,
 )

@@ -24,6 +24,7 @@ from cortex.console import FUNCTIONS_DIR, CortexGroup, State, current_state, emi
 from cortex.consolidation.cli import consolidate
 from cortex.contacts.cli import contacts
 from cortex.context.cli import context
+from cortex.dashboard.cli import dashboard
 from cortex.demo import DEFAULT_KEYS_FILE, load_demo, use_database
 from cortex.graph.cli import graph
 from cortex.handoffs.cli import handoffs
@@ -130,6 +131,7 @@ for group in (
     briefings,
     voice,
     consolidate,
+    dashboard,
 ):
     main.add_command(group)
 main.add_command(webhooks)  # notifications' endpoints, a group of their own
