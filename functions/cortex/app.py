@@ -57,6 +57,7 @@ from cortex.routing import (
     read_body,
     validate,
 )
+from cortex.customers import routes as customers
 from cortex.usage import routes as usage
 from cortex.voice import routes as voice
 
@@ -86,6 +87,7 @@ ROUTERS: tuple[Router, ...] = (
     ingest.router,
     voice.router,
     consolidation.router,
+    customers.router,
     health.router,
     meta,
 )
