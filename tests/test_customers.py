@@ -8,6 +8,7 @@ and hand off; the stream endpoint is read as an AI SDK client reads it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import threading
@@ -343,3 +344,222 @@ def test_read_only_agents_cannot_use_the_writing_tools(team: Tenant, as_agent: A
         sql(team, as_agent, "log_customer_event", agent="helios", customer_id=customer, event_type="note",
             description="x")  # fmt: skip
     assert exc.value.status in (401, 403)
+
+
+# --- the controller, offline (the deterministic local agent) --------------------------------------------
+
+
+def chat_parts(
+    t: Tenant, customer_id: str, text: str, history: list[UIMessage] | None = None, caller: str = CM
+) -> list[dict[str, Any]]:
+    """The whole response of one chat request as UI message stream parts."""
+
+    async def run() -> list[dict[str, Any]]:
+        try:
+            chat = await service.start_chat(db.agent_claims(t.id, caller), customer_id)
+            messages = [*(history or []), UIMessage(role="user", content=text)]
+            return [part async for part in controller.run_chat(chat, messages)]
+        finally:
+            await db.aclose_pool()
+
+    return asyncio.run(run())
+
+
+def of_type(parts: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    """The parts of one type."""
+    return [p for p in parts if p["type"] == kind]
+
+
+def said(parts: list[dict[str, Any]]) -> str:
+    """All streamed text."""
+    return "".join(p["delta"] for p in of_type(parts, "text-delta"))
+
+
+def test_offline_agent_answers_with_a_tool_and_one_follow_up(
+    team: Tenant, as_agent: AsAgent, customer: str, admin: Any
+) -> None:
+    sql(team, as_agent, "add_customer_receivable", customer_id=customer, amount=900, due_date=date.today() - timedelta(days=5))
+    parts = chat_parts(team, customer, "How healthy is this account?")
+    assert parts[0]["type"] == "start" and parts[0]["messageMetadata"] == {"agentType": CM}
+    assert [p["data"]["agent"] for p in of_type(parts, "data-agent")] == [CM]
+    assert [p["toolName"] for p in of_type(parts, "tool-input-available")] == ["getCustomerSummary"]
+    output = of_type(parts, "tool-output-available")[0]["output"]
+    assert output["summary"].startswith("## Current Customer Context")
+    text = said(parts)
+    assert "1 overdue invoice(s) totalling $900.00" in text and text.count("Want me to") == 1
+    assert parts[-1] == {"type": "finish", "messageMetadata": {"agentType": CM, "handoffs": 0}}
+    # Each model turn (tool call, answer) was reserved and settled on customer_mgmt's budget.
+    usage = admin.execute("select agent, model, operation from cortex.token_usage where operation = 'customer_chat'").fetchall()
+    assert usage == [{"agent": CM, "model": "local-customer-agent-v1", "operation": "customer_chat"}] * 2
+    assert admin.execute("select count(*) as n from cortex.token_reservations").fetchone()["n"] == 0
+
+
+def test_offline_handoff_switches_agents_and_is_recorded_as_a_completed_cortex_handoff(
+    team: Tenant, as_agent: AsAgent, customer: str, admin: Any
+) -> None:
+    parts = chat_parts(team, customer, "Please create a product roadmap for the next two quarters")
+    assert [p["data"]["agent"] for p in of_type(parts, "data-agent")] == [CM, PM]
+    handoff_output = of_type(parts, "tool-output-available")[0]["output"]
+    assert handoff_output["__handoff"] is True and handoff_output["targetAgent"] == PM
+    assert [p["toolName"] for p in of_type(parts, "tool-input-available")] == [
+        "handoff", "listProjects", "createProject", "createArtifact"]  # fmt: skip
+    assert "Roadmap draft" in said(parts) and parts[-1]["messageMetadata"]["agentType"] == PM
+    row = admin.execute("select from_agent, to_agent, reason, status, context_summary, metadata->>'source' as source"
+                        " from cortex.handoff_events").fetchall()  # fmt: skip
+    assert row == [{"from_agent": CM, "to_agent": PM, "reason": "other", "status": "completed",
+                    "context_summary": "The user asked: Please create a product roadmap for the next two quarters",
+                    "source": "customer_chat"}]  # fmt: skip
+    artifact = admin.execute("select type, created_by from cortex.customer_artifacts").fetchone()
+    assert artifact == {"type": "roadmap", "created_by": PM}
+
+
+def test_first_agent_comes_from_the_last_assistant_messages_agent_type(team: Tenant, customer: str) -> None:
+    history = [UIMessage(role="user", content="hi"),
+               UIMessage(role="assistant", content="hello", metadata={"agentType": PM})]  # fmt: skip
+    parts = chat_parts(team, customer, "Which projects exist?", history)
+    assert of_type(parts, "data-agent")[0]["data"]["agent"] == PM
+    assert of_type(parts, "tool-input-available")[0]["toolName"] == "listProjects"
+
+
+def test_offline_status_change_through_the_chat(team: Tenant, customer: str, admin: Any) -> None:
+    parts = chat_parts(team, customer, "Set the status to paused, they froze the budget")
+    assert of_type(parts, "tool-output-available")[0]["output"]["status"] == "paused"
+    assert admin.execute("select stage from cortex.contacts where id = %s", (customer,)).fetchone()["stage"] == "churning"
+
+
+# --- the controller on the Messages API (the local stand-in) --------------------------------------------
+
+HANDOFF_ARGS = {"reason": "Needs product tools", "summary": "User wants a PRD", "pendingRequest": "Write the PRD"}
+
+
+def _tools(request: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {t["name"]: t for t in request.get("tools") or []}
+
+
+def test_handoff_aborts_the_stream_and_restarts_the_other_agent_with_the_handoff_context(
+    team: Tenant, customer: str, admin: Any, claude: FakeAnthropic
+) -> None:
+    claude.script = [
+        tool_turn("handoff", HANDOFF_ARGS, text="Handing over.", trailing_text="never sent " * 200, event_delay=0.005),
+        text_turn("Product agent here: drafting the PRD."),
+    ]
+    parts = chat_parts(team, customer, "Write a PRD for the mobile app")
+    first, second = claude.streams[0], claude.streams[1]
+    assert not first["completed"]  # aborted: the trailing text was never all sent
+    assert "never sent" not in said(parts) and "Product agent here: drafting the PRD." in said(parts)
+    assert said(parts).startswith("Handing over.")
+    system = second["request"]["system"]
+    assert "## Handoff" in system and "- Reason: Needs product tools" in system
+    assert "- Summary: User wants a PRD" in system and "- Pending request: Write the PRD" in system
+    assert system.startswith("You are the Product Management Agent")
+    assert set(_tools(second["request"])) == {*agents.AGENT_TOOLS[PM], "handoff"}
+    assert of_type(parts, "data-handoff")[0]["data"]["to"] == PM
+    usage = admin.execute("select agent, model from cortex.token_usage where operation = 'customer_chat' order by created_at").fetchall()
+    assert [u["agent"] for u in usage] == [CM, PM] and all(u["model"].startswith("claude") for u in usage)
+    for _ in range(200):  # the stand-in notices the closed connection at its next write
+        if first["aborted"]:
+            break
+        time.sleep(0.01)
+    assert first["aborted"]
+
+
+def test_at_most_two_handoffs_and_no_handoff_tool_on_the_last_iteration(
+    team: Tenant, customer: str, admin: Any, claude: FakeAnthropic
+) -> None:
+    claude.script = [
+        tool_turn("handoff", HANDOFF_ARGS),
+        tool_turn("handoff", {**HANDOFF_ARGS, "pendingRequest": "Log the call"}),
+        tool_turn("handoff", HANDOFF_ARGS),  # the model tries once more: the tool is gone
+        text_turn("I will answer myself."),
+    ]
+    parts = chat_parts(team, customer, "Write a PRD and log the call")
+    assert [p["data"]["agent"] for p in of_type(parts, "data-agent")] == [CM, PM, CM]
+    assert [p["data"]["handoffToolAvailable"] for p in of_type(parts, "data-agent")] == [True, True, False]
+    third = claude.streams[2]["request"]
+    assert "handoff" not in _tools(third) and set(_tools(third)) == set(agents.AGENT_TOOLS[CM])
+    assert "No further handoff is possible" in third["system"]
+    error = of_type(parts, "tool-output-error")
+    assert len(error) == 1 and "unknown tool 'handoff'" in error[0]["errorText"]
+    assert said(parts).endswith("I will answer myself.")
+    assert parts[-1]["messageMetadata"] == {"agentType": CM, "handoffs": 2}
+    moves = admin.execute("select from_agent, to_agent, status from cortex.handoff_events order by created_at").fetchall()
+    assert moves == [{"from_agent": CM, "to_agent": PM, "status": "completed"},
+                     {"from_agent": PM, "to_agent": CM, "status": "completed"}]  # fmt: skip
+
+
+def test_the_agent_handed_the_conversation_sees_a_ping_pong_warning_from_the_previous_agent(
+    team: Tenant, customer: str, claude: FakeAnthropic
+) -> None:
+    claude.script = [tool_turn("handoff", HANDOFF_ARGS), text_turn("Here is your PRD.")]
+    chat_parts(team, customer, "Write a PRD")
+    first = _tools(claude.streams[0]["request"])["handoff"]["description"]
+    second = _tools(claude.streams[1]["request"])["handoff"]["description"]
+    assert "WARNING" not in first
+    assert "WARNING: Customer Management Agent (customer_mgmt) just handed this conversation to you" in second
+    assert agents.ping_pong_warning(PM, None) is None and agents.ping_pong_warning(PM, CM) is not None
+
+
+def test_a_tool_call_with_invalid_arguments_is_answered_to_the_model_as_a_tool_error(
+    team: Tenant, customer: str, admin: Any, claude: FakeAnthropic
+) -> None:
+    claude.script = [
+        tool_turn("createEventLogEntry", {"eventType": "party", "description": "x"}),
+        tool_turn("updateCustomerStatus", '{"newStatus": "act'),  # cut-off JSON
+        text_turn("Sorry, I could not do that."),
+    ]
+    parts = chat_parts(team, customer, "Log the party")
+    errors = [p["errorText"] for p in of_type(parts, "tool-output-error")]
+    assert len(errors) == 2 and "eventType" in errors[0] and "not valid JSON" in errors[1]
+    results = claude.streams[1]["request"]["messages"][-1]["content"]
+    assert results[0]["type"] == "tool_result" and results[0]["is_error"] is True and "eventType" in results[0]["content"]
+    assert parts[-1]["type"] == "finish" and said(parts).endswith("Sorry, I could not do that.")
+    assert admin.execute("select count(*) as n from cortex.interactions").fetchone()["n"] == 0
+
+
+def test_a_tool_aimed_at_another_tenants_customer_is_a_tool_error(
+    team: Tenant, other_tenant: Tenant, as_agent: AsAgent, customer: str, claude: FakeAnthropic
+) -> None:
+    theirs = sql(other_tenant, as_agent, "upsert_contact", agent="luna", email="x@globex.example")["id"]
+    claude.script = [tool_turn("getCustomerSummary", {"customerId": str(theirs)}), text_turn("Not found.")]
+    parts = chat_parts(team, customer, "Summarise")
+    assert "not found" in of_type(parts, "tool-output-error")[0]["errorText"]
+    assert "globex" not in json.dumps(parts)
+
+
+@pytest.mark.parametrize("how", ["error", "drop"])
+def test_a_model_stream_that_breaks_midway_ends_with_an_error_part(
+    how: str, team: Tenant, customer: str, admin: Any, claude: FakeAnthropic
+) -> None:
+    claude.script = [text_turn("Hello there, let me think about this account.", break_after=5, break_with=how)]
+    parts = chat_parts(team, customer, "Hi")
+    assert parts[-1]["type"] == "error" and "stream" in parts[-1]["errorText"]
+    assert said(parts).startswith("Hello")
+    assert of_type(parts, "text-end")  # the open text block was closed first
+    usage = admin.execute("select metadata->>'error' as error from cortex.token_usage where operation = 'customer_chat'").fetchone()
+    assert usage["error"]
+
+
+def test_closing_the_response_aborts_the_model_stream(team: Tenant, customer: str, claude: FakeAnthropic) -> None:
+    claude.script = [text_turn("word " * 400, event_delay=0.005)]
+
+    async def run() -> list[bytes]:
+        try:
+            chat = await service.start_chat(db.agent_claims(team.id, CM), customer)
+            body = controller.stream_chat(chat, [UIMessage(role="user", content="Hi")])
+            got = []
+            async for chunk in body:
+                got.append(chunk)
+                if len(got) == 8:
+                    break
+            await body.aclose()  # what Starlette does when the client disconnects
+            return got
+        finally:
+            await db.aclose_pool()
+
+    got = asyncio.run(run())
+    assert any(b'"text-delta"' in chunk for chunk in got)
+    for _ in range(300):
+        if claude.streams[0]["aborted"]:
+            break
+        time.sleep(0.01)
+    assert claude.streams[0]["aborted"] and not claude.streams[0]["completed"]

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anthropic
-import httpx
 
 from cortex.config import get_settings
 from cortex.customers import agents
@@ -111,7 +110,7 @@ async def anthropic_turn(turn: Turn) -> AsyncIterator[Event]:
         )  # fmt: skip
     except anthropic.APIStatusError as exc:
         raise ModelStreamError(f"Claude answered HTTP {exc.status_code}: {exc.message}") from exc
-    except (anthropic.AnthropicError, httpx.HTTPError) as exc:
+    except Exception as exc:  # the SDK's own HTTP client may raise its transport's errors
         raise ModelStreamError(f"cannot reach Claude: {exc}") from exc
     try:
         async for event in stream:
@@ -130,7 +129,7 @@ async def anthropic_turn(turn: Turn) -> AsyncIterator[Event]:
             elif event.type == "message_delta":
                 stop_reason = event.delta.stop_reason or stop_reason
                 output_tokens = event.usage.output_tokens
-    except (anthropic.AnthropicError, httpx.HTTPError) as exc:
+    except Exception as exc:  # an error event (APIStatusError) or the transport's (connection lost)
         raise ModelStreamError(f"Claude's stream broke: {exc}") from exc
     finally:
         await stream.close()
