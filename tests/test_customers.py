@@ -563,3 +563,118 @@ def test_closing_the_response_aborts_the_model_stream(team: Tenant, customer: st
             break
         time.sleep(0.01)
     assert claude.streams[0]["aborted"] and not claude.streams[0]["completed"]
+
+
+# --- HTTP: POST /customers/{id}/chat/stream and the bad inputs --------------------------------------------
+
+
+def sse_parts(raw: str) -> list[Any]:
+    """The `data:` payloads of an SSE body, decoded ([DONE] kept as a string)."""
+    events = [e for e in raw.split("\n\n") if e.strip()]
+    assert all(e.startswith("data: ") for e in events), events
+    return [e[6:] if e[6:] == "[DONE]" else json.loads(e[6:]) for e in events]
+
+
+def user(text: str) -> dict[str, Any]:
+    """A user UIMessage as useChat sends it."""
+    return {"id": "m1", "role": "user", "parts": [{"type": "text", "text": text}]}
+
+
+def test_chat_stream_speaks_the_ai_sdk_ui_message_stream_protocol(
+    team: Tenant, customer: str, client: TestClient
+) -> None:
+    response = client.post(f"{V1}/{customer}/chat/stream", headers=bearer(team.keys[CM]),
+                           json={"id": "chat1", "messages": [user("How is the account doing?")], "trigger": "submit-message"})  # fmt: skip
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert response.headers["x-vercel-ai-ui-message-stream"] == "v1"
+    parts = sse_parts(response.text)
+    assert parts[-1] == "[DONE]" and parts[-2]["type"] == "finish"
+    kinds = [p["type"] for p in parts[:-1]]
+    assert kinds[:3] == ["start", "data-agent", "start-step"]
+    assert {"text-start", "text-delta", "text-end", "tool-input-available", "tool-output-available",
+            "finish-step", "message-metadata"} <= set(kinds)  # fmt: skip
+    text_ids = {p["id"] for p in parts[:-1] if p["type"].startswith("text-")}
+    assert all(p["type"] != "text-delta" or p["id"] in text_ids for p in parts[:-1])
+
+
+def test_chat_stream_error_part_then_done_when_the_model_breaks(
+    team: Tenant, customer: str, client: TestClient, claude: FakeAnthropic
+) -> None:
+    claude.script = [text_turn("Partial answer that breaks", break_after=4, break_with="drop")]
+    response = client.post(f"{V1}/{customer}/chat/stream", headers=bearer(team.keys[CM]), json={"messages": [user("Hi")]})
+    assert response.status_code == 200
+    parts = sse_parts(response.text)
+    assert parts[-2]["type"] == "error" and parts[-1] == "[DONE]"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"messages": []}, "messages"),
+        ({}, "messages"),
+        ({"messages": "hello"}, "messages"),
+        ({"messages": [{"role": "robot", "parts": [{"type": "text", "text": "hi"}]}]}, "messages.0.role"),
+        ({"messages": [{"role": "user", "parts": [{"text": "no type"}]}]}, "messages.0.parts.0.type"),
+        ({"messages": [{"role": "user", "parts": "hi"}]}, "messages.0.parts"),
+        ({"messages": [{"role": "user", "parts": [{"type": "text", "text": 42}]}]}, "messages.0.parts.0.text"),
+        ({"messages": [{"role": "assistant", "parts": [{"type": "text", "text": "hi"}]}]}, "messages.0"),
+        ({"messages": [{"role": "user", "parts": [{"type": "text", "text": "  "}]}]}, "messages.0"),
+        ({"messages": [user("x"), {"role": "assistant", "content": "y", "metadata": {"agentType": "sales"}}, user("z")]},
+         "messages.1.metadata.agentType"),
+    ],
+)
+def test_chat_stream_refuses_messages_of_the_wrong_shape(
+    body: dict[str, Any], field: str, team: Tenant, customer: str, client: TestClient, admin: Any
+) -> None:
+    response = client.post(f"{V1}/{customer}/chat/stream", headers=bearer(team.keys[CM]), json=body)
+    assert response.status_code == 422
+    assert error_of(response)["field"] == field
+    assert admin.execute("select count(*) as n from cortex.token_usage").fetchone()["n"] == 0
+
+
+def test_chat_stream_unknown_customer_wrong_agent_and_missing_agents(
+    team: Tenant, other_tenant: Tenant, as_agent: AsAgent, customer: str, client: TestClient
+) -> None:
+    body = {"messages": [user("Hi")]}
+    unknown = client.post(f"{V1}/00000000-0000-4000-8000-000000000000/chat/stream", headers=bearer(team.keys[CM]), json=body)
+    assert unknown.status_code == 404 and error_of(unknown)["field"] == "customer_id"
+    theirs = client.post(f"{V1}/{customer}/chat/stream", headers=bearer(other_tenant.keys["luna"]), json=body)
+    assert theirs.status_code == 403  # luna is no customer agent (and the customer is not hers to see)
+    not_uuid = client.post(f"{V1}/nope/chat/stream", headers=bearer(team.keys[CM]), json=body)
+    assert not_uuid.status_code == 422 and error_of(not_uuid)["field"] == "customer_id"
+    wrong_agent = client.post(f"{V1}/{customer}/chat/stream", headers=bearer(team.keys["luna"]), json=body)
+    assert wrong_agent.status_code == 403 and error_of(wrong_agent)["field"] == "agent"
+    theirs_customer = sql(other_tenant, as_agent, "upsert_contact", agent="luna", email="c@globex.example")["id"]
+    missing = client.post(f"{V1}/{theirs_customer}/chat/stream", headers=bearer(team.keys[CM]), json=body)
+    assert missing.status_code == 404  # another tenant's customer is unknown here
+    assert client.post(f"{V1}/{customer}/chat/stream", json=body).status_code == 401
+
+
+def test_chat_needs_both_customer_agents_registered(tenant: Tenant, admin: Any, as_agent: AsAgent, client: TestClient) -> None:
+    admin.execute("select cortex.create_agent(%s, %s)", (tenant.id, CM))
+    key = admin.execute("select cortex.create_agent_key(%s, %s) as k", (tenant.id, CM)).fetchone()["k"]
+    cid = sql(tenant, as_agent, "upsert_contact", email="solo@acme.example")["id"]
+    response = client.post(f"{V1}/{cid}/chat/stream", headers=bearer(key), json={"messages": [user("Hi")]})
+    assert response.status_code == 409 and "product_mgmt" in error_of(response)["message"]
+
+
+def test_context_route_and_the_chat_page(team: Tenant, customer: str, client: TestClient) -> None:
+    got = client.get(f"{V1}/{customer}/context?max_tokens=500", headers=bearer(team.keys[PM]))
+    assert got.status_code == 200 and got.json()["context"].startswith("## Current Customer Context")
+    assert got.json()["tokens"] <= 500
+    page = client.get(f"/chat/customers/{customer}")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "/chat/stream" in page.text and "Authorization" in page.text
+    assert "sessionStorage" in page.text and customer in page.text
+    assert client.get("/chat/customers/not-a-uuid").status_code == 422
+
+
+def test_cli_shows_the_context_and_chats_offline(team: Tenant, customer: str, dsn: str) -> None:
+    runner = CliRunner()
+    shown = runner.invoke(main, ["--tenant", team.slug, "--agent", CM, "customers", "context", customer])
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.startswith("## Current Customer Context")
+    chat = runner.invoke(main, ["--tenant", team.slug, "--agent", CM, "customers", "chat", customer, "Draft a roadmap"])
+    assert chat.exit_code == 0, chat.output
+    assert "[customer_mgmt]" in chat.output and "[product_mgmt]" in chat.output and "handoff customer_mgmt -> product_mgmt" in chat.output
