@@ -137,7 +137,9 @@ def _sse_events(request: dict[str, Any], turn: StreamTurn, message_id: str, tool
     produced = ""
     for index, block in enumerate(blocks):
         if block[0] == "text":
-            events.append({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})
+            events.append(
+                {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}
+            )
             words = re.findall(r"\s*\S+\s*", block[1]) or [block[1]]
             for word in words:
                 events.append({"type": "content_block_delta", "index": index,
@@ -146,8 +148,8 @@ def _sse_events(request: dict[str, Any], turn: StreamTurn, message_id: str, tool
         else:
             raw = block[2] if isinstance(block[2], str) else json.dumps(block[2])
             tool_id = f"toolu_fake{next(tool_ids):06d}"
-            events.append({"type": "content_block_start", "index": index,
-                           "content_block": {"type": "tool_use", "id": tool_id, "name": block[1], "input": {}}})  # fmt: skip
+            start = {"type": "tool_use", "id": tool_id, "name": block[1], "input": {}}
+            events.append({"type": "content_block_start", "index": index, "content_block": start})
             half = len(raw) // 2
             for piece in (raw[:half], raw[half:]):
                 events.append({"type": "content_block_delta", "index": index,
@@ -354,7 +356,10 @@ class FakeAnthropic:
                     for n, event in enumerate(events):
                         if turn.get("break_after") is not None and n >= int(turn["break_after"]):
                             if turn.get("break_with") == "error":
-                                error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+                                error = {
+                                    "type": "error",
+                                    "error": {"type": "overloaded_error", "message": "Overloaded"},
+                                }
                                 self._chunk(f"event: error\ndata: {json.dumps(error)}\n\n".encode())
                                 self.wfile.write(b"0\r\n\r\n")
                             return  # "drop": the body ends without its last chunk

@@ -13,7 +13,6 @@ import json
 import math
 import threading
 import time
-from collections.abc import Iterator
 from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
@@ -59,7 +58,8 @@ def customer(team: Tenant, as_agent: AsAgent) -> str:
                       stage="customer", custom_fields=psycopg.types.json.Jsonb({
                           "vertical": "SaaS", "persona": "CTO", "icp": "Mid-market B2B SaaS",
                           "about": "Enterprise SaaS company.", "product": "Project management tool.",
-                          "team": [{"name": "Alice", "role": "CTO"}, {"name": "Bob", "role": "VP Engineering"}]}))  # fmt: skip
+                          "team": [{"name": "Alice", "role": "CTO"},
+                                   {"name": "Bob", "role": "VP Engineering"}]}))  # fmt: skip
     return str(row["id"])
 
 
@@ -121,7 +121,14 @@ def test_health_signal_overdue_invoices_with_their_total(team: Tenant, as_agent:
     sql(team, as_agent, "add_customer_receivable", customer_id=customer, amount=Decimal("2000.50"), due_date=past)
     sql(team, as_agent, "add_customer_receivable", customer_id=customer, amount=700, due_date=past,
         paid_at="2026-01-01T00:00:00Z")  # fmt: skip
-    sql(team, as_agent, "add_customer_receivable", customer_id=customer, amount=400, due_date=date.today() + timedelta(days=9))
+    sql(
+        team,
+        as_agent,
+        "add_customer_receivable",
+        customer_id=customer,
+        amount=400,
+        due_date=date.today() + timedelta(days=9),
+    )
     sql(team, as_agent, "log_customer_event", customer_id=customer, event_type="note", description="recent")
     text = context(team, as_agent, customer)
     assert "- ⚠️ 2 overdue invoice(s) totalling $3,000.50" in text
@@ -145,7 +152,9 @@ def _fill(t: Tenant, as_agent: AsAgent, customer: str, events: int, projects: in
     words = ("lorem ipsum dolor sit amet " * (pad // 25 + 1))[:pad]
     with as_agent(t, PM) as conn:
         for i in range(events):
-            db.call(conn, "log_customer_event", customer_id=customer, event_type="note", description=f"event {i} {words}")
+            db.call(
+                conn, "log_customer_event", customer_id=customer, event_type="note", description=f"event {i} {words}"
+            )
         for i in range(projects):
             p = db.call(conn, "create_customer_project", customer_id=customer, name=f"project {i}",
                         description=f"{words}")  # fmt: skip
@@ -194,7 +203,8 @@ def test_context_never_exceeds_its_token_budget(
 ) -> None:
     with as_agent(team, CM) as conn:
         c = db.call(conn, "upsert_contact", email=f"p{time.monotonic_ns()}@acme.example", name="Prop Test",
-                    custom_fields=psycopg.types.json.Jsonb({"about": "word " * (about // 5), "team": ["x " * 80] * 12}))  # fmt: skip
+                    custom_fields=psycopg.types.json.Jsonb({"about": "word " * (about // 5),
+                                                            "team": ["x " * 80] * 12}))  # fmt: skip
     _fill(team, as_agent, str(c["id"]), events, projects, agreements, pad)
     for budget in (400, 3000):
         text = context(team, as_agent, str(c["id"]), budget)
@@ -225,7 +235,9 @@ def test_update_customer_status_maps_to_the_stage_and_logs_the_transition(
     row = admin.execute("select stage, custom_fields->>'lifecycle_status' as s from cortex.contacts where id = %s",
                         (customer,)).fetchone()  # fmt: skip
     assert (row["stage"], row["s"]) == ("churning", "paused")
-    event = admin.execute("select type, subject, agent from cortex.interactions where contact_id = %s", (customer,)).fetchone()
+    event = admin.execute(
+        "select type, subject, agent from cortex.interactions where contact_id = %s", (customer,)
+    ).fetchone()
     assert event == {"type": "status_change", "subject": "active -> paused: Budget freeze", "agent": CM}
     assert "**Status**: paused" in context(team, as_agent, customer)
     with pytest.raises(CortexError) as exc:
@@ -238,7 +250,11 @@ def test_merge_customer_info_merges_atomically_and_refuses_a_non_object(
 ) -> None:
     result = sql(team, as_agent, "merge_customer_info", cid=customer,
                  new_info=psycopg.types.json.Jsonb({"persona": "CEO", "budget": 50000}))  # fmt: skip
-    assert result["info"]["persona"] == "CEO" and result["info"]["vertical"] == "SaaS" and result["info"]["budget"] == 50000
+    assert (
+        result["info"]["persona"] == "CEO"
+        and result["info"]["vertical"] == "SaaS"
+        and result["info"]["budget"] == 50000
+    )
     with pytest.raises(CortexError) as exc:
         sql(team, as_agent, "merge_customer_info", cid=customer, new_info=psycopg.types.json.Jsonb([1]))
     assert sqlstate(exc) == ("22023", "new_info")
@@ -253,7 +269,9 @@ def test_concurrent_info_merges_keep_every_key(team: Tenant, as_agent: AsAgent, 
         t.start()
     for t in threads:
         t.join()
-    info = admin.execute("select custom_fields from cortex.contacts where id = %s", (customer,)).fetchone()["custom_fields"]
+    info = admin.execute("select custom_fields from cortex.contacts where id = %s", (customer,)).fetchone()[
+        "custom_fields"
+    ]
     assert {f"k{i}" for i in range(8)} <= set(info)
 
 
@@ -378,7 +396,14 @@ def said(parts: list[dict[str, Any]]) -> str:
 def test_offline_agent_answers_with_a_tool_and_one_follow_up(
     team: Tenant, as_agent: AsAgent, customer: str, admin: Any
 ) -> None:
-    sql(team, as_agent, "add_customer_receivable", customer_id=customer, amount=900, due_date=date.today() - timedelta(days=5))
+    sql(
+        team,
+        as_agent,
+        "add_customer_receivable",
+        customer_id=customer,
+        amount=900,
+        due_date=date.today() - timedelta(days=5),
+    )
     parts = chat_parts(team, customer, "How healthy is this account?")
     assert parts[0]["type"] == "start" and parts[0]["messageMetadata"] == {"agentType": CM}
     assert [p["data"]["agent"] for p in of_type(parts, "data-agent")] == [CM]
@@ -389,7 +414,9 @@ def test_offline_agent_answers_with_a_tool_and_one_follow_up(
     assert "1 overdue invoice(s) totalling $900.00" in text and text.count("Want me to") == 1
     assert parts[-1] == {"type": "finish", "messageMetadata": {"agentType": CM, "handoffs": 0}}
     # Each model turn (tool call, answer) was reserved and settled on customer_mgmt's budget.
-    usage = admin.execute("select agent, model, operation from cortex.token_usage where operation = 'customer_chat'").fetchall()
+    usage = admin.execute(
+        "select agent, model, operation from cortex.token_usage where operation = 'customer_chat'"
+    ).fetchall()
     assert usage == [{"agent": CM, "model": "local-customer-agent-v1", "operation": "customer_chat"}] * 2
     assert admin.execute("select count(*) as n from cortex.token_reservations").fetchone()["n"] == 0
 
@@ -424,7 +451,9 @@ def test_first_agent_comes_from_the_last_assistant_messages_agent_type(team: Ten
 def test_offline_status_change_through_the_chat(team: Tenant, customer: str, admin: Any) -> None:
     parts = chat_parts(team, customer, "Set the status to paused, they froze the budget")
     assert of_type(parts, "tool-output-available")[0]["output"]["status"] == "paused"
-    assert admin.execute("select stage from cortex.contacts where id = %s", (customer,)).fetchone()["stage"] == "churning"
+    assert (
+        admin.execute("select stage from cortex.contacts where id = %s", (customer,)).fetchone()["stage"] == "churning"
+    )
 
 
 # --- the controller on the Messages API (the local stand-in) --------------------------------------------
@@ -454,7 +483,9 @@ def test_handoff_aborts_the_stream_and_restarts_the_other_agent_with_the_handoff
     assert system.startswith("You are the Product Management Agent")
     assert set(_tools(second["request"])) == {*agents.AGENT_TOOLS[PM], "handoff"}
     assert of_type(parts, "data-handoff")[0]["data"]["to"] == PM
-    usage = admin.execute("select agent, model from cortex.token_usage where operation = 'customer_chat' order by created_at").fetchall()
+    usage = admin.execute(
+        "select agent, model from cortex.token_usage where operation = 'customer_chat' order by created_at"
+    ).fetchall()
     assert [u["agent"] for u in usage] == [CM, PM] and all(u["model"].startswith("claude") for u in usage)
     for _ in range(200):  # the stand-in notices the closed connection at its next write
         if first["aborted"]:
@@ -482,7 +513,9 @@ def test_at_most_two_handoffs_and_no_handoff_tool_on_the_last_iteration(
     assert len(error) == 1 and "unknown tool 'handoff'" in error[0]["errorText"]
     assert said(parts).endswith("I will answer myself.")
     assert parts[-1]["messageMetadata"] == {"agentType": CM, "handoffs": 2}
-    moves = admin.execute("select from_agent, to_agent, status from cortex.handoff_events order by created_at").fetchall()
+    moves = admin.execute(
+        "select from_agent, to_agent, status from cortex.handoff_events order by created_at"
+    ).fetchall()
     assert moves == [{"from_agent": CM, "to_agent": PM, "status": "completed"},
                      {"from_agent": PM, "to_agent": CM, "status": "completed"}]  # fmt: skip
 
@@ -511,7 +544,9 @@ def test_a_tool_call_with_invalid_arguments_is_answered_to_the_model_as_a_tool_e
     errors = [p["errorText"] for p in of_type(parts, "tool-output-error")]
     assert len(errors) == 2 and "eventType" in errors[0] and "not valid JSON" in errors[1]
     results = claude.streams[1]["request"]["messages"][-1]["content"]
-    assert results[0]["type"] == "tool_result" and results[0]["is_error"] is True and "eventType" in results[0]["content"]
+    assert (
+        results[0]["type"] == "tool_result" and results[0]["is_error"] is True and "eventType" in results[0]["content"]
+    )
     assert parts[-1]["type"] == "finish" and said(parts).endswith("Sorry, I could not do that.")
     assert admin.execute("select count(*) as n from cortex.interactions").fetchone()["n"] == 0
 
@@ -535,7 +570,9 @@ def test_a_model_stream_that_breaks_midway_ends_with_an_error_part(
     assert parts[-1]["type"] == "error" and "stream" in parts[-1]["errorText"]
     assert said(parts).startswith("Hello")
     assert of_type(parts, "text-end")  # the open text block was closed first
-    usage = admin.execute("select metadata->>'error' as error from cortex.token_usage where operation = 'customer_chat'").fetchone()
+    usage = admin.execute(
+        "select metadata->>'error' as error from cortex.token_usage where operation = 'customer_chat'"
+    ).fetchone()
     assert usage["error"]
 
 
@@ -584,7 +621,8 @@ def test_chat_stream_speaks_the_ai_sdk_ui_message_stream_protocol(
     team: Tenant, customer: str, client: TestClient
 ) -> None:
     response = client.post(f"{V1}/{customer}/chat/stream", headers=bearer(team.keys[CM]),
-                           json={"id": "chat1", "messages": [user("How is the account doing?")], "trigger": "submit-message"})  # fmt: skip
+                           json={"id": "chat1", "messages": [user("How is the account doing?")],
+                                 "trigger": "submit-message"})  # fmt: skip
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/event-stream")
     assert response.headers["x-vercel-ai-ui-message-stream"] == "v1"
@@ -602,34 +640,44 @@ def test_chat_stream_error_part_then_done_when_the_model_breaks(
     team: Tenant, customer: str, client: TestClient, claude: FakeAnthropic
 ) -> None:
     claude.script = [text_turn("Partial answer that breaks", break_after=4, break_with="drop")]
-    response = client.post(f"{V1}/{customer}/chat/stream", headers=bearer(team.keys[CM]), json={"messages": [user("Hi")]})
+    response = client.post(
+        f"{V1}/{customer}/chat/stream", headers=bearer(team.keys[CM]), json={"messages": [user("Hi")]}
+    )
     assert response.status_code == 200
     parts = sse_parts(response.text)
     assert parts[-2]["type"] == "error" and parts[-1] == "[DONE]"
 
 
-@pytest.mark.parametrize(
-    ("body", "field"),
-    [
-        ({"messages": []}, "messages"),
-        ({}, "messages"),
-        ({"messages": "hello"}, "messages"),
-        ({"messages": [{"role": "robot", "parts": [{"type": "text", "text": "hi"}]}]}, "messages.0.role"),
-        ({"messages": [{"role": "user", "parts": [{"text": "no type"}]}]}, "messages.0.parts.0.type"),
-        ({"messages": [{"role": "user", "parts": "hi"}]}, "messages.0.parts"),
-        ({"messages": [{"role": "user", "parts": [{"type": "text", "text": 42}]}]}, "messages.0.parts.0.text"),
-        ({"messages": [{"role": "assistant", "parts": [{"type": "text", "text": "hi"}]}]}, "messages.0"),
-        ({"messages": [{"role": "user", "parts": [{"type": "text", "text": "  "}]}]}, "messages.0"),
-        ({"messages": [user("x"), {"role": "assistant", "content": "y", "metadata": {"agentType": "sales"}}, user("z")]},
-         "messages.1.metadata.agentType"),
-    ],
-)
-def test_chat_stream_refuses_messages_of_the_wrong_shape(
-    body: dict[str, Any], field: str, team: Tenant, customer: str, client: TestClient, admin: Any
+WRONG_SHAPES: list[tuple[dict[str, Any], str]] = [
+    ({"messages": []}, "messages"),
+    ({}, "messages"),
+    ({"messages": "hello"}, "messages"),
+    ({"messages": [{"role": "robot", "parts": [{"type": "text", "text": "hi"}]}]}, "messages.0.role"),
+    ({"messages": [{"role": "user", "parts": [{"text": "no type"}]}]}, "messages.0.parts.0.type"),
+    ({"messages": [{"role": "user", "parts": "hi"}]}, "messages.0.parts"),
+    ({"messages": [{"role": "user", "parts": [{"type": "text", "text": 42}]}]}, "messages.0.parts.0.text"),
+    ({"messages": [{"role": "assistant", "parts": [{"type": "text", "text": "hi"}]}]}, "messages.0"),
+    ({"messages": [{"role": "user", "parts": [{"type": "text", "text": "  "}]}]}, "messages.0"),
+    (
+        {
+            "messages": [
+                user("x"),
+                {"role": "assistant", "content": "y", "metadata": {"agentType": "sales"}},
+                user("z"),
+            ]
+        },
+        "messages.1.metadata.agentType",
+    ),
+]
+
+
+def test_chat_stream_refuses_empty_or_wrongly_shaped_messages_naming_the_field(
+    team: Tenant, customer: str, client: TestClient, admin: Any
 ) -> None:
-    response = client.post(f"{V1}/{customer}/chat/stream", headers=bearer(team.keys[CM]), json=body)
-    assert response.status_code == 422
-    assert error_of(response)["field"] == field
+    for body, field in WRONG_SHAPES:
+        response = client.post(f"{V1}/{customer}/chat/stream", headers=bearer(team.keys[CM]), json=body)
+        assert response.status_code == 422, body
+        assert error_of(response)["field"] == field, body
     assert admin.execute("select count(*) as n from cortex.token_usage").fetchone()["n"] == 0
 
 
@@ -637,7 +685,9 @@ def test_chat_stream_unknown_customer_wrong_agent_and_missing_agents(
     team: Tenant, other_tenant: Tenant, as_agent: AsAgent, customer: str, client: TestClient
 ) -> None:
     body = {"messages": [user("Hi")]}
-    unknown = client.post(f"{V1}/00000000-0000-4000-8000-000000000000/chat/stream", headers=bearer(team.keys[CM]), json=body)
+    unknown = client.post(
+        f"{V1}/00000000-0000-4000-8000-000000000000/chat/stream", headers=bearer(team.keys[CM]), json=body
+    )
     assert unknown.status_code == 404 and error_of(unknown)["field"] == "customer_id"
     theirs = client.post(f"{V1}/{customer}/chat/stream", headers=bearer(other_tenant.keys["luna"]), json=body)
     assert theirs.status_code == 403  # luna is no customer agent (and the customer is not hers to see)
@@ -651,7 +701,9 @@ def test_chat_stream_unknown_customer_wrong_agent_and_missing_agents(
     assert client.post(f"{V1}/{customer}/chat/stream", json=body).status_code == 401
 
 
-def test_chat_needs_both_customer_agents_registered(tenant: Tenant, admin: Any, as_agent: AsAgent, client: TestClient) -> None:
+def test_chat_needs_both_customer_agents_registered(
+    tenant: Tenant, admin: Any, as_agent: AsAgent, client: TestClient
+) -> None:
     admin.execute("select cortex.create_agent(%s, %s)", (tenant.id, CM))
     key = admin.execute("select cortex.create_agent_key(%s, %s) as k", (tenant.id, CM)).fetchone()["k"]
     cid = sql(tenant, as_agent, "upsert_contact", email="solo@acme.example")["id"]
@@ -677,4 +729,8 @@ def test_cli_shows_the_context_and_chats_offline(team: Tenant, customer: str, ds
     assert shown.output.startswith("## Current Customer Context")
     chat = runner.invoke(main, ["--tenant", team.slug, "--agent", CM, "customers", "chat", customer, "Draft a roadmap"])
     assert chat.exit_code == 0, chat.output
-    assert "[customer_mgmt]" in chat.output and "[product_mgmt]" in chat.output and "handoff customer_mgmt -> product_mgmt" in chat.output
+    assert (
+        "[customer_mgmt]" in chat.output
+        and "[product_mgmt]" in chat.output
+        and "handoff customer_mgmt -> product_mgmt" in chat.output
+    )

@@ -507,7 +507,9 @@ CUSTOMER_ATTACKS: dict[str, Attack] = {
     "create_customer_artifact": lambda c, t: call(
         c, "create_customer_artifact", project_id=t["project"], title="pwned", type="other", content="pwned"
     ),
-    "update_customer_artifact": lambda c, t: call(c, "update_customer_artifact", artifact_id=t["artifact"], title="pwned"),
+    "update_customer_artifact": lambda c, t: call(
+        c, "update_customer_artifact", artifact_id=t["artifact"], title="pwned"
+    ),
     "list_customer_projects": lambda c, t: call(c, "list_customer_projects", customer_id=t["customer"]),
     "list_customer_artifacts": lambda c, t: call(c, "list_customer_artifacts", project_id=t["project"]),
     "add_customer_agreement": lambda c, t: call(c, "add_customer_agreement", customer_id=t["customer"], title="pwned"),
@@ -522,7 +524,9 @@ CUSTOMER_ATTACKS: dict[str, Attack] = {
 
 
 @pytest.fixture
-def customer_target(tenant: Tenant, other_tenant: Tenant, as_agent: AsAgent, contact: dict[str, Any], admin: Any) -> dict[str, str]:
+def customer_target(
+    tenant: Tenant, other_tenant: Tenant, as_agent: AsAgent, contact: dict[str, Any], admin: Any
+) -> dict[str, str]:
     """The first tenant's customer with a project and an artifact; both tenants have the customer agents."""
     for t in (tenant, other_tenant):
         for name in ("customer_mgmt", "product_mgmt"):
@@ -537,10 +541,12 @@ def customer_target(tenant: Tenant, other_tenant: Tenant, as_agent: AsAgent, con
 def _customer_state(admin: Any) -> Any:
     return admin.execute(
         "select (select string_agg(custom_fields::text || stage, ',') from cortex.contacts) as contacts,"
-        " (select count(*) from cortex.interactions) as events, (select count(*) from cortex.handoff_events) as handoffs,"
+        " (select count(*) from cortex.interactions) as events,"
+        " (select count(*) from cortex.handoff_events) as handoffs,"
         " (select string_agg(name, ',') from cortex.customer_projects) as projects,"
         " (select string_agg(title || content, ',') from cortex.customer_artifacts) as artifacts,"
-        " (select count(*) from cortex.customer_agreements) + (select count(*) from cortex.customer_receivables) as money"
+        " (select count(*) from cortex.customer_agreements)"
+        " + (select count(*) from cortex.customer_receivables) as money"
     ).fetchone()
 
 

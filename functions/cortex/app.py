@@ -36,6 +36,7 @@ from cortex.briefings import routes as briefings
 from cortex.consolidation import routes as consolidation
 from cortex.contacts import routes as contacts
 from cortex.context import routes as context
+from cortex.customers import routes as customers
 from cortex.errors import CortexError
 from cortex.graph import routes as graph
 from cortex.handoffs import routes as handoffs
@@ -57,7 +58,6 @@ from cortex.routing import (
     read_body,
     validate,
 )
-from cortex.customers import routes as customers
 from cortex.usage import routes as usage
 from cortex.voice import routes as voice
 

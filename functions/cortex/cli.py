@@ -23,8 +23,8 @@ from cortex.config import get_settings
 from cortex.console import FUNCTIONS_DIR, CortexGroup, State, current_state, emit
 from cortex.consolidation.cli import consolidate
 from cortex.contacts.cli import contacts
-from cortex.customers.cli import customers
 from cortex.context.cli import context
+from cortex.customers.cli import customers
 from cortex.demo import DEFAULT_KEYS_FILE, load_demo, use_database
 from cortex.graph.cli import graph
 from cortex.handoffs.cli import handoffs

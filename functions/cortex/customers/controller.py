@@ -169,8 +169,8 @@ async def run_agent(run: ChatRun, outcome: AgentOutcome, *, final: bool) -> Asyn
                 if is_error
                 else {"type": "tool-output-available", "toolCallId": call.id, "output": output}
             )
-            results.append({"type": "tool_result", "tool_use_id": call.id, "is_error": is_error,
-                            "content": output if is_error else json.dumps(output, ensure_ascii=False, default=str)})  # fmt: skip
+            content = output if is_error else json.dumps(output, ensure_ascii=False, default=str)
+            results.append({"type": "tool_result", "tool_use_id": call.id, "is_error": is_error, "content": content})
         yield {"type": "finish-step"}
         messages.append({"role": "assistant", "content": step.assistant_content()})
         messages.append({"role": "user", "content": results})

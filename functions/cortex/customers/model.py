@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import anthropic
+from anthropic import types
 
 from cortex.config import get_settings
 from cortex.customers import agents
@@ -96,7 +97,7 @@ def _tool_input(raw: str) -> Any:
         return raw
 
 
-async def anthropic_turn(turn: Turn) -> AsyncIterator[Event]:
+async def anthropic_turn(turn: Turn) -> AsyncGenerator[Event]:
     """Streams one turn from the Messages API: text deltas as they come, each tool_use block once
     complete, then TurnEnd. Closing this iterator closes the HTTP response (the abort)."""
     assert turn.model is not None
@@ -104,29 +105,32 @@ async def anthropic_turn(turn: Turn) -> AsyncIterator[Event]:
     stop_reason = "end_turn"
     blocks: dict[int, dict[str, Any]] = {}
     try:
-        stream = await _client().messages.create(
+        created = await _client().messages.create(
             model=turn.model, max_tokens=turn.max_tokens, system=turn.system, messages=turn.messages,  # type: ignore[arg-type]
             tools=turn.tools, stream=True,  # type: ignore[arg-type]
         )  # fmt: skip
+        stream = cast("anthropic.AsyncStream[types.RawMessageStreamEvent]", created)
     except anthropic.APIStatusError as exc:
         raise ModelStreamError(f"Claude answered HTTP {exc.status_code}: {exc.message}") from exc
     except Exception as exc:  # the SDK's own HTTP client may raise its transport's errors
         raise ModelStreamError(f"cannot reach Claude: {exc}") from exc
     try:
         async for event in stream:
-            if event.type == "message_start":
+            if isinstance(event, types.RawMessageStartEvent):
                 input_tokens = event.message.usage.input_tokens
-            elif event.type == "content_block_start" and event.content_block.type == "tool_use":
+            elif isinstance(event, types.RawContentBlockStartEvent) and isinstance(
+                event.content_block, types.ToolUseBlock
+            ):
                 blocks[event.index] = {"id": event.content_block.id, "name": event.content_block.name, "json": ""}
-            elif event.type == "content_block_delta":
-                if event.delta.type == "text_delta":
+            elif isinstance(event, types.RawContentBlockDeltaEvent):
+                if isinstance(event.delta, types.TextDelta):
                     yield TextDelta(event.delta.text)
-                elif event.delta.type == "input_json_delta" and event.index in blocks:
+                elif isinstance(event.delta, types.InputJSONDelta) and event.index in blocks:
                     blocks[event.index]["json"] += event.delta.partial_json
-            elif event.type == "content_block_stop" and event.index in blocks:
+            elif isinstance(event, types.RawContentBlockStopEvent) and event.index in blocks:
                 block = blocks.pop(event.index)
                 yield ToolCall(block["id"], block["name"], _tool_input(block["json"]))
-            elif event.type == "message_delta":
+            elif isinstance(event, types.RawMessageDeltaEvent):
                 stop_reason = event.delta.stop_reason or stop_reason
                 output_tokens = event.usage.output_tokens
     except Exception as exc:  # an error event (APIStatusError) or the transport's (connection lost)
@@ -235,14 +239,22 @@ def local_plan(turn: Turn) -> tuple[str, list[ToolCall]]:
 def _after_tool(turn: Turn, text: str, step: int, name: str, value: Any, is_error: bool) -> tuple[str, list[ToolCall]]:
     if is_error:
         return f"That did not work: {str(value)[:300]}. Want me to try it another way?", []
-    if name == "listProjects" and PRODUCT_WORDS.search(text) and re.search(r"\b(create|draft|write|new|make)\b", text, re.I):
+    if (
+        name == "listProjects"
+        and PRODUCT_WORDS.search(text)
+        and re.search(r"\b(create|draft|write|new|make)\b", text, re.I)
+    ):
         items = value.get("items") if isinstance(value, dict) else None
         if items:
             return "", [_call(step, "createArtifact", _artifact_args(items[0]["id"], text))]
         return "", [_call(step, "createProject", {"name": "Product Strategy", "description": text[:4000]})]
-    if name == "createProject" and isinstance(value, dict) and re.search(r"\b(create|draft|write|make)\b", text, re.I):
-        if _artifact_type(text) != "other" or re.search(r"\bartifact", text, re.I):
-            return "", [_call(step, "createArtifact", _artifact_args(value["id"], text))]
+    if (
+        name == "createProject"
+        and isinstance(value, dict)
+        and re.search(r"\b(create|draft|write|make)\b", text, re.I)
+        and (_artifact_type(text) != "other" or re.search(r"\bartifact", text, re.I))
+    ):
+        return "", [_call(step, "createArtifact", _artifact_args(value["id"], text))]
     return _summary_of(turn.agent, name, value), []
 
 
@@ -267,16 +279,16 @@ def _summary_of(agent: str, name: str, value: Any) -> str:
     if name == "updateCustomerInfo":
         return "The customer's info is updated. Want me to summarise the account?"
     if name == "createArtifact" and isinstance(value, dict):
-        return f"I created \"{value.get('title')}\" ({value.get('type')}, draft). Want me to turn it into a roadmap next?"
+        return f'I created "{value.get("title")}" ({value.get("type")}, draft). Want me to turn it into a roadmap next?'
     if name == "createProject" and isinstance(value, dict):
-        return f"The project \"{value.get('name')}\" is set up. Want me to draft a strategy document in it?"
+        return f'The project "{value.get("name")}" is set up. Want me to draft a strategy document in it?'
     if name in ("listProjects", "listArtifacts") and isinstance(value, dict):
         n = len(value.get("items") or [])
         return f"There are {n} on record. Want me to draft a new artifact?"
     return "Done. Want me to summarise the account?"
 
 
-async def local_turn(turn: Turn) -> AsyncIterator[Event]:
+async def local_turn(turn: Turn) -> AsyncGenerator[Event]:
     """The deterministic local agent's turn, streamed word by word like a model's."""
     text, calls = local_plan(turn)
     for word in re.findall(r"\S+\s*", text):
@@ -292,6 +304,6 @@ async def local_turn(turn: Turn) -> AsyncIterator[Event]:
     )
 
 
-def stream_turn(turn: Turn) -> AsyncIterator[Event]:
+def stream_turn(turn: Turn) -> AsyncGenerator[Event]:
     """The turn from Claude when the budget chose a model, else from the local agent."""
     return anthropic_turn(turn) if turn.model else local_turn(turn)

@@ -44,8 +44,13 @@ def _check_messages(body: ChatRequest) -> None:
     """The last message must be the user's, with text (422 naming it)."""
     last = len(body.messages) - 1
     if body.messages[last].role != "user" or not body.messages[last].text().strip():
-        raise CortexError(422, "validation_error", f"messages.{last}: the last message must be a user message with text",
-                          f"messages.{last}", 'send {"role": "user", "parts": [{"type": "text", "text": "..."}]} last')  # fmt: skip
+        raise CortexError(
+            422,
+            "validation_error",
+            f"messages.{last}: the last message must be a user message with text",
+            f"messages.{last}",
+            'send {"role": "user", "parts": [{"type": "text", "text": "..."}]} last',
+        )
 
 
 @router.route(

@@ -184,7 +184,12 @@ async def reserve_turn(claims: Mapping[str, Any], tenant_id: str, agent: str, pr
 
 
 async def settle_turn(
-    claims: Mapping[str, Any], plan: TurnPlan, model: str, input_tokens: int, output_tokens: int, error: str | None = None
+    claims: Mapping[str, Any],
+    plan: TurnPlan,
+    model: str,
+    input_tokens: int,
+    output_tokens: int,
+    error: str | None = None,
 ) -> None:
     """cortex.settle_reservation with what the turn used (recorded in token_usage)."""
     if plan.reservation_id is None:
