@@ -13,15 +13,25 @@ import json
 import math
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import date, timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+import uvicorn
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options as ChromeOptions
+from selenium.webdriver.chrome.service import Service as ChromeService
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
 from cortex import db
@@ -30,7 +40,7 @@ from cortex.customers import agents, controller, service
 from cortex.customers.models import UIMessage
 from cortex.errors import CortexError
 from tests.api_helpers import bearer, error_of
-from tests.conftest import AsAgent, Tenant
+from tests.conftest import AsAgent, Tenant, free_port
 from tests.fake_anthropic import FakeAnthropic, text_turn, tool_turn
 
 V1 = "/api/v1/customers"
@@ -734,3 +744,55 @@ def test_cli_shows_the_context_and_chats_offline(team: Tenant, customer: str, ds
         and "[product_mgmt]" in chat.output
         and "handoff customer_mgmt -> product_mgmt" in chat.output
     )
+
+
+# --- the page, in headless Chromium -----------------------------------------------------------------------
+
+
+@contextmanager
+def served(app: Starlette) -> Iterator[str]:
+    """The app under uvicorn in a thread on a free loopback port (no embedding model: the chat needs none)."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.mark.slow
+def test_chat_page_streams_the_answer_a_tool_card_and_an_agent_switch_in_chromium(
+    team: Tenant, customer: str, app: Starlette, tmp_path: Path
+) -> None:
+    options = ChromeOptions()
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1100,1500",
+                 f"--user-data-dir={tmp_path / 'chromium'}"):  # fmt: skip
+        options.add_argument(flag)
+    with served(app) as base:
+        driver = webdriver.Chrome(service=ChromeService("/usr/bin/chromedriver"), options=options)
+        try:
+            driver.get(f"{base}/chat/customers/{customer}")
+            # The key a person types once at the prompt, kept for the tab.
+            driver.execute_script("sessionStorage.setItem('cortex.agentKey', arguments[0])", team.keys[CM])
+            driver.find_element(By.ID, "message").send_keys("Please create a product roadmap for next quarter")
+            driver.find_element(By.ID, "send").click()
+            wait = WebDriverWait(driver, 30)
+            wait.until(lambda d: "Roadmap draft" in d.find_element(By.ID, "log").text)
+            log = driver.find_element(By.ID, "log").text
+            assert "customer_mgmt handed over to product_mgmt" in log
+            assert "handing you over" in log
+            cards = [c.text for c in driver.find_elements(By.CSS_SELECTOR, ".card")]
+            assert any(c.startswith("createArtifact") for c in cards) and any(c.startswith("handoff") for c in cards)
+            assert driver.find_element(By.ID, "agent").text == PM
+            shot = tmp_path / "customer-chat.png"
+            assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 1000
+        finally:
+            driver.quit()
