@@ -155,6 +155,9 @@ async def run_agent(run: ChatRun, outcome: AgentOutcome, *, final: bool) -> Asyn
         end = step.end or TurnEnd("aborted", prompt_tokens, step.output_tokens(), plan.model or "unknown")
         await service.settle_turn(claims, plan, end.model, end.input_tokens or prompt_tokens, end.output_tokens)
         if step.handoff is not None:
+            # Tools the model called before handing off are not run: the other agent takes over.
+            for call in step.calls:
+                yield {"type": "tool-output-error", "toolCallId": call.id, "errorText": "not run: handed off"}
             outcome.handoff = step.handoff
             yield {"type": "finish-step"}
             return
