@@ -796,3 +796,21 @@ def test_chat_page_streams_the_answer_a_tool_card_and_an_agent_switch_in_chromiu
             assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 1000
         finally:
             driver.quit()
+
+
+def test_a_recorded_handoff_is_completed_by_the_receiver_and_the_callers_claims_are_restored(
+    team: Tenant, as_agent: AsAgent, customer: str, admin: Any
+) -> None:
+    with as_agent(team, CM) as conn:
+        result = db.call(conn, "record_customer_handoff", customer_id=customer, to_agent=PM,
+                         reason="complex_question", summary="Needs a roadmap", pending_request="Draft it")  # fmt: skip
+        assert conn.execute("select cortex.current_agent()").fetchone()[0] == CM
+    assert (result["status"], result["reason"], result["from_agent"]) == ("completed", "complex_question", CM)
+    row = admin.execute("select accepted_by, suggested_action from cortex.handoff_events where id = %s",
+                        (result["handoff_id"],)).fetchone()  # fmt: skip
+    assert row == {"accepted_by": PM, "suggested_action": "Draft it"}
+    for agent, to, expected in ((CM, CM, ("22023", "to_agent")), ("luna", PM, ("42501", "agent"))):
+        with pytest.raises(CortexError) as exc:
+            sql(team, as_agent, "record_customer_handoff", agent=agent, customer_id=customer, to_agent=to,
+                reason="x", summary="y")  # fmt: skip
+        assert sqlstate(exc) == expected
