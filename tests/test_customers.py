@@ -492,6 +492,7 @@ def test_handoff_aborts_the_stream_and_restarts_the_other_agent_with_the_handoff
     assert "- Summary: User wants a PRD" in system and "- Pending request: Write the PRD" in system
     assert system.startswith("You are the Product Management Agent")
     assert set(_tools(second["request"])) == {*agents.AGENT_TOOLS[PM], "handoff"}
+    assert first["request"]["max_tokens"] == 500  # the agent's max_output_tokens, as the budget reserved it
     assert of_type(parts, "data-handoff")[0]["data"]["to"] == PM
     usage = admin.execute(
         "select agent, model from cortex.token_usage where operation = 'customer_chat' order by created_at"

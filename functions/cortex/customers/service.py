@@ -178,9 +178,8 @@ async def reserve_turn(claims: Mapping[str, Any], tenant_id: str, agent: str, pr
     model = None
     if settings.use_remote_llm and action in ("proceed", "use_haiku"):
         model = budget.resolve_model(answer.get("model"), complex_work=action == "proceed", settings=settings)
-    # The chat answers at length: at least 1,024 output tokens whatever the agent's default cap.
-    max_tokens = max(int(answer.get("max_output_tokens") or 0), 1024)
-    return TurnPlan(tenant_id, answer.get("reservation_id"), action, model, max_tokens)
+    # The agent's own output cap, as reserved (raise max_output_tokens in agent_config for long artifacts).
+    return TurnPlan(tenant_id, answer.get("reservation_id"), action, model, int(answer["max_output_tokens"]))
 
 
 async def settle_turn(
