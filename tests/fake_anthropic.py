@@ -9,6 +9,14 @@ production. It answers `POST /v1/messages` with bodies shaped like the real API'
         ...
         assert fake.requests[0]["model"] == settings.summary_model
 
+Streaming (`"stream": true`, the customer agents): each such request takes the next scripted turn
+from `fake.script` (see `text_turn` and `tool_turn`) and answers it as the API streams: server-sent
+events message_start, content_block_start/delta/stop (text_delta, input_json_delta for tool_use),
+message_delta and message_stop. A turn may break mid-way (an error event, or the connection
+dropped), and `fake.streams` records how far each stream got (aborted by the client or not).
+
+    fake.script = [tool_turn("handoff", {...}, text="Handing over."), text_turn("Done.")]
+
 Also runnable as a script for subprocess use; it prints its base URL on the first line:
 
     python tests/fake_anthropic.py --port 0 [--delay 0.5]
@@ -21,6 +29,7 @@ import contextlib
 import itertools
 import json
 import math
+import re
 import signal
 import sys
 import threading
@@ -93,6 +102,66 @@ def default_reply(request: dict[str, Any]) -> str:
     return "I can only answer Cortex prompts."
 
 
+StreamTurn = dict[str, Any]
+
+
+def text_turn(text: str, **options: Any) -> StreamTurn:
+    """A scripted streamed turn that answers `text` (stop_reason end_turn). Options: `break_after`
+    (events sent before the break), `break_with` ("error": an overloaded_error event; "drop": the
+    connection is closed mid-body), `event_delay` (seconds between events), `trailing_text`."""
+    return {"blocks": [("text", text)], **options}
+
+
+def tool_turn(name: str, tool_input: Any, text: str = "", **options: Any) -> StreamTurn:
+    """A scripted streamed turn that says `text` (if any), then calls tool `name` with `tool_input`
+    (a dict, or a string sent as raw, possibly invalid, JSON); stop_reason tool_use. Options as for
+    `text_turn`; `trailing_text` is text streamed after the tool call (what an aborted stream never
+    delivers)."""
+    blocks: list[tuple[Any, ...]] = [("text", text)] if text else []
+    blocks.append(("tool_use", name, tool_input))
+    if options.get("trailing_text"):
+        blocks.append(("text", options["trailing_text"]))
+    return {"blocks": blocks, **options}
+
+
+def _sse_events(request: dict[str, Any], turn: StreamTurn, message_id: str, tool_ids: Any) -> list[dict[str, Any]]:
+    """The events of one streamed turn, as the Messages API sends them."""
+    blocks = turn.get("blocks") or [("text", "OK.")]
+    uses_tool = any(b[0] == "tool_use" for b in blocks)
+    events: list[dict[str, Any]] = [{
+        "type": "message_start",
+        "message": {"id": message_id, "type": "message", "role": "assistant", "model": request.get("model"),
+                    "content": [], "stop_reason": None, "stop_sequence": None,
+                    "usage": {"input_tokens": _tokens(json.dumps(request.get("messages"))), "output_tokens": 1}},
+    }]  # fmt: skip
+    produced = ""
+    for index, block in enumerate(blocks):
+        if block[0] == "text":
+            events.append(
+                {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}
+            )
+            words = re.findall(r"\s*\S+\s*", block[1]) or [block[1]]
+            for word in words:
+                events.append({"type": "content_block_delta", "index": index,
+                               "delta": {"type": "text_delta", "text": word}})  # fmt: skip
+            produced += block[1]
+        else:
+            raw = block[2] if isinstance(block[2], str) else json.dumps(block[2])
+            tool_id = f"toolu_fake{next(tool_ids):06d}"
+            start = {"type": "tool_use", "id": tool_id, "name": block[1], "input": {}}
+            events.append({"type": "content_block_start", "index": index, "content_block": start})
+            half = len(raw) // 2
+            for piece in (raw[:half], raw[half:]):
+                events.append({"type": "content_block_delta", "index": index,
+                               "delta": {"type": "input_json_delta", "partial_json": piece}})  # fmt: skip
+            produced += raw
+        events.append({"type": "content_block_stop", "index": index})
+    events.append({"type": "message_delta", "delta": {"stop_reason": "tool_use" if uses_tool else "end_turn",
+                   "stop_sequence": None}, "usage": {"output_tokens": _tokens(produced)}})  # fmt: skip
+    events.append({"type": "message_stop"})
+    return events
+
+
 def _tokens(text: str) -> int:
     return max(1, math.ceil(len(text) / 4)) if text else 0
 
@@ -122,6 +191,11 @@ class FakeAnthropic:
         self.fail_status = 529
         self.retry_after_ms = retry_after_ms
         self.requests: list[dict[str, Any]] = []
+        # Streaming: the scripted turns still to answer, and per stream {request, events_sent, completed, aborted}.
+        self.script: list[StreamTurn] = []
+        self.streams: list[dict[str, Any]] = []
+        self.event_delay = 0.0
+        self._tool_ids = itertools.count(1)
         self.headers: list[dict[str, str]] = []
         self._failures_left = 0
         self._lock = threading.Lock()
@@ -205,6 +279,10 @@ class FakeAnthropic:
         }
         return 200, body
 
+    def _next_turn(self) -> StreamTurn:
+        with self._lock:
+            return self.script.pop(0) if self.script else text_turn("OK.")
+
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         fake = self
 
@@ -248,10 +326,51 @@ class FakeAnthropic:
                     fake.headers.append(headers)
                 if fake.delay_seconds:
                     time.sleep(fake.delay_seconds)
+                if request.get("stream") and fake._take_failure() is None:
+                    self._stream(request)
+                    return
                 status, body = fake._answer(request)
                 # The client may have given up (timeout) while we slept.
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     self._send(status, body)
+
+            def _chunk(self, data: bytes) -> None:
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+
+            def _stream(self, request: dict[str, Any]) -> None:
+                """One scripted turn as server-sent events, chunked; stops early when the client leaves."""
+                turn = fake._next_turn()
+                record = {"request": request, "events_sent": 0, "completed": False, "aborted": False}
+                with fake._lock:
+                    fake.streams.append(record)
+                events = _sse_events(request, turn, f"msg_fake{next(fake._ids):016d}", fake._tool_ids)
+                self.close_connection = True
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.send_header("request-id", f"req_fake{time.monotonic_ns()}")
+                self.end_headers()
+                delay = float(turn.get("event_delay", fake.event_delay))
+                try:
+                    for n, event in enumerate(events):
+                        if turn.get("break_after") is not None and n >= int(turn["break_after"]):
+                            if turn.get("break_with") == "error":
+                                error = {
+                                    "type": "error",
+                                    "error": {"type": "overloaded_error", "message": "Overloaded"},
+                                }
+                                self._chunk(f"event: error\ndata: {json.dumps(error)}\n\n".encode())
+                                self.wfile.write(b"0\r\n\r\n")
+                            return  # "drop": the body ends without its last chunk
+                        self._chunk(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+                        record["events_sent"] = n + 1
+                        if delay:
+                            time.sleep(delay)
+                    self.wfile.write(b"0\r\n\r\n")
+                    record["completed"] = True
+                except (BrokenPipeError, ConnectionResetError):
+                    record["aborted"] = True
 
             def do_GET(self) -> None:
                 self._send(404, {"type": "error", "error": {"type": "not_found_error", "message": "Not found"}})

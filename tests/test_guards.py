@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import date
 from typing import Any
 
 import psycopg
@@ -81,6 +82,12 @@ def world(tenant: Tenant, as_agent: AsAgent, admin: Any, contact: dict[str, Any]
            'User: hi', null)""",
         (tenant.id,),
     )
+    # Customers (issue 11): an agreement, a receivable, a project and an artifact of the contact.
+    with as_agent(tenant, "luna") as conn:
+        call(conn, "add_customer_agreement", customer_id=contact["id"], title="World retainer")
+        call(conn, "add_customer_receivable", customer_id=contact["id"], amount=10, due_date=date(2026, 1, 1))
+        project = call(conn, "create_customer_project", customer_id=contact["id"], name="World project")
+        call(conn, "create_customer_artifact", project_id=project["id"], title="World doc", type="other", content="x")
     return {
         "tenant": tenant.id,
         "contact": contact["id"],

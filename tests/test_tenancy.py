@@ -110,6 +110,7 @@ def test_every_api_function_has_an_isolation_check(admin: Any) -> None:
     checked |= set(CONSOLIDATION_ATTACKS) | set(CONSOLIDATION_LISTINGS)
     voice = set(VOICE_ATTACKS) | set(VOICE_LISTINGS)
     checked |= set(DASHBOARD_LISTINGS)
+    checked |= set(CUSTOMER_ATTACKS)
     assert _api_functions(admin) <= checked | set(MEMORY_ATTACKS) | set(MEMORY_LISTINGS) | voice
 
 
@@ -515,3 +516,74 @@ def test_other_tenants_monitor_sees_none_of_the_first_tenants_dashboard_through(
     with as_agent(tenant, "helios") as conn:
         mine = json.dumps(DASHBOARD_LISTINGS[name](conn), default=str)
     assert tenant.id in mine or '"total_tokens": 1000' in mine
+
+
+# --- customers (issue 11) ------------------------------------------------------------------------------
+
+# Called by the other tenant's customer_mgmt against the first tenant's customer, project or artifact:
+# each is a 404, and nothing changes.
+CUSTOMER_ATTACKS: dict[str, Attack] = {
+    "build_customer_context": lambda c, t: call(c, "build_customer_context", customer_id=t["customer"]),
+    "merge_customer_info": lambda c, t: call(c, "merge_customer_info", cid=t["customer"], new_info={"pwned": True}),
+    "update_customer_status": lambda c, t: call(
+        c, "update_customer_status", customer_id=t["customer"], new_status="churned", reason="pwned"
+    ),
+    "log_customer_event": lambda c, t: call(
+        c, "log_customer_event", customer_id=t["customer"], event_type="note", description="pwned"
+    ),
+    "create_customer_project": lambda c, t: call(c, "create_customer_project", customer_id=t["customer"], name="pwned"),
+    "create_customer_artifact": lambda c, t: call(
+        c, "create_customer_artifact", project_id=t["project"], title="pwned", type="other", content="pwned"
+    ),
+    "update_customer_artifact": lambda c, t: call(
+        c, "update_customer_artifact", artifact_id=t["artifact"], title="pwned"
+    ),
+    "list_customer_projects": lambda c, t: call(c, "list_customer_projects", customer_id=t["customer"]),
+    "list_customer_artifacts": lambda c, t: call(c, "list_customer_artifacts", project_id=t["project"]),
+    "add_customer_agreement": lambda c, t: call(c, "add_customer_agreement", customer_id=t["customer"], title="pwned"),
+    "add_customer_receivable": lambda c, t: call(
+        c, "add_customer_receivable", customer_id=t["customer"], amount=1, due_date="2026-01-01"
+    ),
+    "start_customer_chat": lambda c, t: call(c, "start_customer_chat", customer_id=t["customer"]),
+    "record_customer_handoff": lambda c, t: call(
+        c, "record_customer_handoff", customer_id=t["customer"], to_agent="product_mgmt", reason="x", summary="pwned"
+    ),
+}
+
+
+@pytest.fixture
+def customer_target(
+    tenant: Tenant, other_tenant: Tenant, as_agent: AsAgent, contact: dict[str, Any], admin: Any
+) -> dict[str, str]:
+    """The first tenant's customer with a project and an artifact; both tenants have the customer agents."""
+    for t in (tenant, other_tenant):
+        for name in ("customer_mgmt", "product_mgmt"):
+            admin.execute("select cortex.create_agent(%s, %s)", (t.id, name))
+    with as_agent(tenant, "product_mgmt") as conn:
+        project = call(conn, "create_customer_project", customer_id=contact["id"], name="Acme secret project")
+        artifact = call(conn, "create_customer_artifact", project_id=project["id"], title="Acme secret doc",
+                        type="spec", content="secret")  # fmt: skip
+    return {"customer": contact["id"], "project": project["id"], "artifact": artifact["id"]}
+
+
+def _customer_state(admin: Any) -> Any:
+    return admin.execute(
+        "select (select string_agg(custom_fields::text || stage, ',') from cortex.contacts) as contacts,"
+        " (select count(*) from cortex.interactions) as events,"
+        " (select count(*) from cortex.handoff_events) as handoffs,"
+        " (select string_agg(name, ',') from cortex.customer_projects) as projects,"
+        " (select string_agg(title || content, ',') from cortex.customer_artifacts) as artifacts,"
+        " (select count(*) from cortex.customer_agreements)"
+        " + (select count(*) from cortex.customer_receivables) as money"
+    ).fetchone()
+
+
+@pytest.mark.parametrize("name", sorted(CUSTOMER_ATTACKS))
+def test_other_tenant_cannot_reach_a_customer_through(
+    name: str, other_tenant: Tenant, as_agent: AsAgent, admin: Any, customer_target: dict[str, str]
+) -> None:
+    before = _customer_state(admin)
+    with pytest.raises(CortexError) as err, as_agent(other_tenant, "customer_mgmt") as conn:
+        CUSTOMER_ATTACKS[name](conn, customer_target)
+    assert err.value.status == 404
+    assert _customer_state(admin) == before

@@ -13,6 +13,7 @@ from cortex import llm
 from cortex.briefings import models as briefings
 from cortex.consolidation import models as consolidation
 from cortex.contacts import models as contacts
+from cortex.customers import models as customers
 from cortex.graph import models as graph
 from cortex.handoffs import models as handoffs
 from cortex.ingest import models as ingest
@@ -58,6 +59,12 @@ PARITY: dict[str, Any] = {
     "consolidation_agents": consolidation.AgentName,
     "consolidation_statuses": consolidation.ItemStatus,
     "consolidation_urgencies": consolidation.Urgency,
+    "customer_statuses": customers.CustomerStatus,
+    "customer_event_types": customers.EventType,
+    "customer_project_statuses": customers.ProjectStatus,
+    "customer_artifact_types": customers.ArtifactType,
+    "customer_artifact_statuses": customers.ArtifactStatus,
+    "customer_agents": customers.AgentType,
 }
 # Vocabularies with no Python Literal (yet): still defined once in SQL and used by their CHECKs.
 SQL_ONLY = (
@@ -67,6 +74,8 @@ SQL_ONLY = (
     "outbox_statuses",
     "consolidation_change_kinds",
     "consolidation_run_statuses",
+    "customer_agreement_statuses",
+    "customer_receivable_types",
 )
 
 # Which column's CHECK each vocabulary guards (table.column), to prove the constraint reads it.
@@ -104,6 +113,11 @@ CHECKED_BY: dict[str, tuple[str, str]] = {
     "consolidation_urgencies": ("consolidation_items", "urgency"),
     "consolidation_change_kinds": ("consolidation_changes", "change"),
     "consolidation_run_statuses": ("consolidation_runs", "status"),
+    "customer_project_statuses": ("customer_projects", "status"),
+    "customer_artifact_types": ("customer_artifacts", "type"),
+    "customer_artifact_statuses": ("customer_artifacts", "status"),
+    "customer_agreement_statuses": ("customer_agreements", "status"),
+    "customer_receivable_types": ("customer_receivables", "type"),
 }
 
 

@@ -37,6 +37,7 @@ from cortex.consolidation import routes as consolidation
 from cortex.contacts import routes as contacts
 from cortex.context import routes as context
 from cortex.dashboard import routes as dashboard
+from cortex.customers import routes as customers
 from cortex.errors import CortexError
 from cortex.graph import routes as graph
 from cortex.handoffs import routes as handoffs
@@ -88,6 +89,7 @@ ROUTERS: tuple[Router, ...] = (
     voice.router,
     consolidation.router,
     dashboard.router,
+    customers.router,
     health.router,
     meta,
 )

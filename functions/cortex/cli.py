@@ -25,6 +25,7 @@ from cortex.consolidation.cli import consolidate
 from cortex.contacts.cli import contacts
 from cortex.context.cli import context
 from cortex.dashboard.cli import dashboard
+from cortex.customers.cli import customers
 from cortex.demo import DEFAULT_KEYS_FILE, load_demo, use_database
 from cortex.graph.cli import graph
 from cortex.handoffs.cli import handoffs
@@ -132,6 +133,7 @@ for group in (
     voice,
     consolidate,
     dashboard,
+    customers,
 ):
     main.add_command(group)
 main.add_command(webhooks)  # notifications' endpoints, a group of their own

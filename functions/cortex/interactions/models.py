@@ -23,6 +23,13 @@ InteractionType = Literal[
     "nudge_sent",
     "sequence_started",
     "sequence_completed",
+    # seed 002's customer events (docs/customers.md)
+    "meeting",
+    "email",
+    "task",
+    "milestone",
+    "status_change",
+    "artifact_created",
 ]
 Direction = Literal["inbound", "outbound"]
 AnalysisStatus = Literal["pending", "done"]
