@@ -47,13 +47,15 @@ ROOT = Path(__file__).resolve().parents[1]
 # Routes that are not part of the agents' API, so the SDK has no method for them: the voice
 # platform's two webhooks (their own authentication, ElevenLabs' payloads), and the routes of the
 # capabilities whose clients are browsers (pages, cookie sessions). Documented in docs/sdk.md.
-NOT_IN_SDK = {"voice_client_data", "voice_post_call"}
+NOT_IN_SDK = {"voice_client_data", "voice_post_call", "customer_chat_page"}
 BROWSER_TAGS = {"dashboard"}
 
 
 def in_sdk(route: Route) -> bool:
     """Whether the SDK must have a method for this route."""
     return route.name not in NOT_IN_SDK and route.tag not in BROWSER_TAGS
+
+
 PATH_SAMPLES = {"agent": "luna", "phone": "+16125551234"}
 
 
@@ -208,6 +210,26 @@ def test_the_async_client_makes_the_same_calls_and_raises_the_same_errors(live_s
     context, emails, refused = asyncio.run(scenario())
     assert context.level == 1 and emails == ["async@example.com"]
     assert refused.status == 401 and refused.request_id
+
+
+def test_the_customer_methods_return_the_context_and_the_chats_stream_parts(
+    live_server: str, tenant: Tenant, admin: Any
+) -> None:
+    """The chat's server-sent events come back as the stream's typed parts, in order (offline agent)."""
+    keys = {}
+    for name in ("customer_mgmt", "product_mgmt"):
+        admin.execute("select cortex.create_agent(%s, %s)", (tenant.id, name))
+        keys[name] = admin.execute("select cortex.create_agent_key(%s, %s) as k", (tenant.id, name)).fetchone()["k"]
+    with Client(base_url=live_server, api_key=keys["customer_mgmt"]) as cortex:
+        customer = cortex.upsert_contact(email="buyer@acme.example", name="Buyer", stage="customer").id
+        context = cortex.get_customer_context(customer, max_tokens=500)
+        parts = cortex.customer_chat_stream(
+            customer, messages=[{"role": "user", "parts": [{"type": "text", "text": "Draft a product roadmap"}]}]
+        )
+    assert context.customer_id == customer and context.context.startswith("## Current Customer Context")
+    kinds = [p.type for p in parts]
+    assert kinds[0] == "start" and kinds[-1] == "finish" and "text-delta" in kinds
+    assert "data-agent" in kinds  # who speaks, as the page shows it
 
 
 # --- refusals -------------------------------------------------------------------------------------

@@ -3,7 +3,9 @@ workers with Cortex's protocol limits) on a loopback port, driven over raw socke
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -137,3 +139,33 @@ def test_serve_stops_at_start_when_the_embedding_model_does_not_load(tmp_path: P
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
     assert "CORTEX_EMBEDDING_MODEL" in done.stderr and "Worker failed to boot" in done.stderr
+
+
+def test_stopping_the_server_ends_open_event_streams_instead_of_waiting_them_out(
+    dsn: str, tenant: Tenant, tmp_path: Path
+) -> None:
+    """A server told to stop closes its open event streams (the dashboard's here) and exits,
+    rather than waiting for streams that never end until the graceful timeout (120 s here)."""
+    with cortex_serve(dsn, tmp_path / "server.log", CORTEX_GRACEFUL_TIMEOUT="120") as base:
+        signed_in = httpx.post(f"{base}/api/v1/dashboard/session", json={"key": tenant.keys["helios"]}, timeout=10)
+        assert signed_in.status_code == 200, signed_in.text
+        port = base.rsplit(":", 1)[1]
+        master = min(int(pid) for pid in subprocess.check_output(["pgrep", "-f", f"serve .*--port {port}"]).split())
+        with httpx.stream("GET", f"{base}/api/v1/dashboard/events", cookies=signed_in.cookies, timeout=60) as events:
+            assert events.status_code == 200 and events.headers["content-type"].startswith("text/event-stream")
+            lines = events.iter_lines()
+            assert next(lines) == "retry: 3000" and next(lines) == "event: ready"
+            os.kill(master, signal.SIGTERM)
+            stopped = time.monotonic()
+            # The stream ends: the server closes it (its keep-alives would hold it open until
+            # gunicorn's graceful timeout, 120 s here, killed the worker).
+            with contextlib.suppress(httpx.RemoteProtocolError):
+                for _ in lines:
+                    assert time.monotonic() - stopped < 60, "the stream outlived the server's stop"
+            assert time.monotonic() - stopped < 60, "the stream ended only when the graceful timeout killed it"
+        deadline = stopped + 60
+        while (
+            subprocess.run(["pgrep", "-f", f"serve .*--port {port}"], capture_output=True, check=False).returncode == 0
+        ):
+            assert time.monotonic() < deadline, "the server still runs 60 s after SIGTERM"
+            time.sleep(0.2)

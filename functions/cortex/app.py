@@ -36,8 +36,8 @@ from cortex.briefings import routes as briefings
 from cortex.consolidation import routes as consolidation
 from cortex.contacts import routes as contacts
 from cortex.context import routes as context
-from cortex.dashboard import routes as dashboard
 from cortex.customers import routes as customers
+from cortex.dashboard import routes as dashboard
 from cortex.errors import CortexError
 from cortex.graph import routes as graph
 from cortex.handoffs import routes as handoffs

@@ -24,8 +24,8 @@ from cortex.console import FUNCTIONS_DIR, CortexGroup, State, current_state, emi
 from cortex.consolidation.cli import consolidate
 from cortex.contacts.cli import contacts
 from cortex.context.cli import context
-from cortex.dashboard.cli import dashboard
 from cortex.customers.cli import customers
+from cortex.dashboard.cli import dashboard
 from cortex.demo import DEFAULT_KEYS_FILE, load_demo, use_database
 from cortex.graph.cli import graph
 from cortex.handoffs.cli import handoffs

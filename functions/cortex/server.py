@@ -94,6 +94,17 @@ class EdgeProtocol(HttpToolsProtocol):
         self._cancel_head_timer()
         super().connection_lost(exc)
 
+    def shutdown(self) -> None:
+        """Graceful shutdown. A response that has started and not finished is a stream (server-sent
+        events: the dashboard's, a chat's): its connection is closed, which the app sees as the
+        client leaving, so the stream stops now instead of holding the worker until gunicorn's
+        graceful timeout kills it. Clients of such streams reconnect by design."""
+        cycle = self.cycle
+        if cycle is not None and cycle.response_started and not cycle.response_complete:
+            self.transport.close()
+            return
+        super().shutdown()
+
 
 class Worker(UvicornWorker):  # type: ignore[misc]
     """gunicorn's uvicorn worker with Cortex's edge protocol and uvloop; loads the embedding model
@@ -157,7 +168,7 @@ def serve(source: str, host: str, port: int, workers: int | None = None) -> None
             "workers": workers,
             "worker_class": "cortex.server.Worker",
             "timeout": 0,
-            "graceful_timeout": 10,
+            "graceful_timeout": int(os.environ.get("CORTEX_GRACEFUL_TIMEOUT", "10")),
             "loglevel": os.environ.get("GUNICORN_LOG_LEVEL", "error"),
         },
     ).run()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import os
 import random
 import time
@@ -57,6 +58,8 @@ class Op(Generic[T]):
     query: Mapping[str, Any] | None = None
     body: Any = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    # The answer is server-sent events (`data: {json}` lines): parse gets the list of their JSON.
+    events: bool = False
 
 
 def checked(model: type[M], given: M | None, fields: Mapping[str, Any], where: str) -> M:
@@ -98,6 +101,18 @@ def query_of(model: BaseModel) -> dict[str, Any]:
 def segment(value: Any) -> str:
     """One path segment, percent-encoded (a phone's `+`, an agent name)."""
     return quote(str(value), safe="")
+
+
+def sse_data(text: str) -> list[Any]:
+    """The JSON of each `data:` line of a server-sent event stream, up to `data: [DONE]`."""
+    items = []
+    for line in text.splitlines():
+        if line.startswith("data:"):
+            payload = line[5:].strip()
+            if payload == "[DONE]":
+                break
+            items.append(json.loads(payload))
+    return items
 
 
 def parser(model: type[M]) -> Callable[[Any], M]:
@@ -176,7 +191,7 @@ def _result(op: Op[T], response: httpx.Response) -> T:
     if response.status_code >= 400:
         raise from_response(response)
     try:
-        data = response.json()
+        data = sse_data(response.text) if op.events else response.json()
     except ValueError:  # not Cortex answering (a proxy's page): say so rather than fail to parse
         raise APIError(
             response.status_code,

@@ -12,6 +12,7 @@ from cortex.client import (
     consolidation,
     contacts,
     context,
+    customers,
     graph,
     handoffs,
     health,
@@ -40,6 +41,7 @@ class Client(
     ingest.Methods,
     voice.Methods,
     consolidation.Methods,
+    customers.Methods,
     health.Methods,
 ):
     """The synchronous Cortex client: `Client(base_url=..., api_key=...)` (defaults: CORTEX_URL,
@@ -63,6 +65,7 @@ class AsyncClient(
     ingest.AsyncMethods,
     voice.AsyncMethods,
     consolidation.AsyncMethods,
+    customers.AsyncMethods,
     health.AsyncMethods,
 ):
     """The asynchronous Cortex client: the same methods as `Client`, awaited. Use it as an async

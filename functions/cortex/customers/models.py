@@ -180,3 +180,13 @@ class CustomerContext(BaseModel):
     customer_id: UUID
     context: str
     tokens: int
+
+
+class UIMessageChunk(BaseModel):
+    """One part of the UI message stream (sent as `data: {json}` server-sent events, then
+    `data: [DONE]`): start, start-step, text-start/-delta/-end, tool-input-available,
+    tool-output-available, tool-output-error, data-agent, data-handoff, message-metadata, finish, error."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str

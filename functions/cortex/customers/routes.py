@@ -3,25 +3,15 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from cortex.customers import controller, service
-from cortex.customers.models import ChatRequest, ContextQuery, CustomerContext, CustomerPath
+from cortex.customers.models import ChatRequest, ContextQuery, CustomerContext, CustomerPath, UIMessageChunk
 from cortex.customers.page import chat_page
 from cortex.errors import CortexError
 from cortex.routing import Call, Page, Reply, Router, Stream
 
 router = Router("customers")
-
-
-class UIMessageChunk(BaseModel):
-    """One part of the UI message stream (sent as `data: {json}` server-sent events, then
-    `data: [DONE]`): start, start-step, text-start/-delta/-end, tool-input-available,
-    tool-output-available, tool-output-error, data-agent, data-handoff, message-metadata, finish, error."""
-
-    model_config = ConfigDict(extra="allow")
-
-    type: str
 
 
 class ChatPage(BaseModel):
