@@ -587,7 +587,9 @@ def test_a_model_stream_that_breaks_midway_ends_with_an_error_part(
     assert usage["error"]
 
 
-def test_closing_the_response_aborts_the_model_stream(team: Tenant, customer: str, claude: FakeAnthropic) -> None:
+def test_closing_the_response_aborts_the_model_stream_and_settles_the_turn(
+    team: Tenant, customer: str, claude: FakeAnthropic, admin: Any
+) -> None:
     claude.script = [text_turn("word " * 400, event_delay=0.005)]
 
     async def run() -> list[bytes]:
@@ -611,6 +613,12 @@ def test_closing_the_response_aborts_the_model_stream(team: Tenant, customer: st
             break
         time.sleep(0.01)
     assert claude.streams[0]["aborted"] and not claude.streams[0]["completed"]
+    # The cut-off turn is settled at once (recorded with its reason), not left to expire.
+    assert admin.execute("select count(*) as n from cortex.token_reservations").fetchone()["n"] == 0
+    usage = admin.execute(
+        "select metadata->>'error' as error from cortex.token_usage where operation = 'customer_chat'"
+    ).fetchone()
+    assert usage is not None and usage["error"] == "the client disconnected mid-turn"
 
 
 # --- HTTP: POST /customers/{id}/chat/stream and the bad inputs --------------------------------------------

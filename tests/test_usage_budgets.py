@@ -283,7 +283,7 @@ def test_context_generation_uses_the_complex_model_for_long_histories(
         for i in range(context.LONG_HISTORY_INTERACTIONS + 1):
             cortex_db.call(conn, "log_interaction", contact_id=contact["id"], type="note", summary=f"Note {i}")
     context.refresh_context(luna, contact["id"])
-    assert claude.requests[-1]["model"] == get_settings().complex_model == "claude-sonnet-4-5"
+    assert claude.requests[-1]["model"] == get_settings().complex_model == "claude-sonnet-4-6"
     _config(admin, tenant, "luna", complex_task_model="claude-deep-2")
     context.refresh_context(luna, contact["id"])
     assert claude.requests[-1]["model"] == "claude-deep-2"

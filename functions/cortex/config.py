@@ -100,7 +100,7 @@ class Settings:
     summary_model: str = field(default_factory=lambda: _env("CORTEX_SUMMARY_MODEL", "claude-haiku-4-5"))
     context_model: str = field(default_factory=lambda: _env("CORTEX_CONTEXT_MODEL", "claude-haiku-4-5"))
     # Complex context generation (long histories) and the 'sonnet' alias of agent_config models.
-    complex_model: str = field(default_factory=lambda: _env("CORTEX_COMPLEX_MODEL", "claude-sonnet-4-5"))
+    complex_model: str = field(default_factory=lambda: _env("CORTEX_COMPLEX_MODEL", "claude-sonnet-4-6"))
     local_model: str = "local-summariser-v1"
     llm_timeout_seconds: float = field(default_factory=lambda: float(_env("CORTEX_LLM_TIMEOUT", "30")))
     llm_max_retries: int = field(default_factory=lambda: int(_env("CORTEX_LLM_MAX_RETRIES", "2")))

@@ -11,11 +11,15 @@ an agent that was just handed the conversation sees a ping-pong warning on its h
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import anyio
 
 from cortex.customers import agents, service
 from cortex.customers import models as m
@@ -86,7 +90,7 @@ class AgentOutcome:
     error: str | None = None
 
 
-async def run_chat(chat: service.ChatStart, messages: Sequence[m.UIMessage]) -> AsyncIterator[Chunk]:
+async def run_chat(chat: service.ChatStart, messages: Sequence[m.UIMessage]) -> AsyncGenerator[Chunk, None]:
     """The whole response as UI message stream parts (without the final [DONE])."""
     run = ChatRun(chat, to_model_messages(messages), initial_agent(messages))
     yield {"type": "start", "messageId": f"msg-{uuid.uuid4().hex}", "messageMetadata": {"agentType": run.agent}}
@@ -97,8 +101,10 @@ async def run_chat(chat: service.ChatStart, messages: Sequence[m.UIMessage]) -> 
             "handoffs": len(run.handoffs), "handoffToolAvailable": not final,
         }}  # fmt: skip
         outcome = AgentOutcome()
-        async for chunk in run_agent(run, outcome, final=final):
-            yield chunk
+        # aclosing: a response closed mid-way closes the agent's run at once (which settles its turn).
+        async with contextlib.aclosing(run_agent(run, outcome, final=final)) as steps:
+            async for chunk in steps:
+                yield chunk
         if outcome.error is not None:
             yield {"type": "error", "errorText": outcome.error}
             return
@@ -120,7 +126,7 @@ async def run_chat(chat: service.ChatStart, messages: Sequence[m.UIMessage]) -> 
     yield {"type": "finish", "messageMetadata": {"agentType": run.agent, "handoffs": len(run.handoffs)}}
 
 
-async def run_agent(run: ChatRun, outcome: AgentOutcome, *, final: bool) -> AsyncIterator[Chunk]:
+async def run_agent(run: ChatRun, outcome: AgentOutcome, *, final: bool) -> AsyncGenerator[Chunk, None]:
     """One agent's steps (model turn, its tool calls, the next turn...) until it answers, hands
     off (the stream is aborted at once) or fails (outcome.error)."""
     claims = run.chat.claims(run.agent)
@@ -148,6 +154,13 @@ async def run_agent(run: ChatRun, outcome: AgentOutcome, *, final: bool) -> Asyn
                 yield chunk
             outcome.error = f"The model's stream failed: {exc}"
             return
+        except (asyncio.CancelledError, GeneratorExit):
+            # The client left mid-turn: what the model spent is settled now, not left to expire with the
+            # reservation. Shielded: the request's cancel scope would cancel the settle too.
+            with anyio.CancelScope(shield=True):
+                await service.settle_turn(claims, plan, plan.model or "unknown", prompt_tokens, step.output_tokens(),
+                                          "the client disconnected mid-turn")  # fmt: skip
+            raise
         finally:
             await events.aclose()
         for chunk in step.close_text():
@@ -256,8 +269,9 @@ async def stream_chat(chat: service.ChatStart, messages: Sequence[m.UIMessage]) 
     """The response body: every part as an SSE event, an error part for any failure after the
     stream started (the stream then closes cleanly), and `data: [DONE]`."""
     try:
-        async for chunk in run_chat(chat, messages):
-            yield sse(chunk)
+        async with contextlib.aclosing(run_chat(chat, messages)) as chunks:
+            async for chunk in chunks:
+                yield sse(chunk)
     except Exception as exc:  # the status line is sent: a failure can only be reported in the stream
         yield sse({"type": "error", "errorText": f"{type(exc).__name__}: {exc}"[:500]})
     yield DONE
