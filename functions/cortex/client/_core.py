@@ -22,7 +22,7 @@ import random
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, cast
 from urllib.parse import quote
 
 import httpx
@@ -220,6 +220,34 @@ class _Base:
         self._timeout = timeout
         self._headers = _headers(api_key, headers)
 
+    def _request(self, op: Op[Any]) -> dict[str, Any]:
+        """The keyword arguments of httpx's `request` for `op`."""
+        return {
+            "method": op.method,
+            "url": self.base_url + op.path,
+            "headers": {**self._headers, **op.headers},
+            "params": op.query or None,
+            "json": op.body,
+            "timeout": self._timeout,
+        }
+
+    def _settle(
+        self, op: Op[Any], outcome: httpx.Response | httpx.TransportError, attempt: int
+    ) -> tuple[float | None, Any]:
+        """What one attempt's outcome means, the same for both clients: (None, result) when done,
+        (seconds, None) to retry after a wait; a typed error when it may not be retried."""
+        if isinstance(outcome, httpx.TransportError):
+            if attempt < self.retry.max_retries and _transport_retryable(op, outcome):
+                return self.retry.delay(attempt, None), None
+            raise _transport_error(op, self.base_url, outcome, attempt + 1) from outcome
+        try:
+            return None, _result(op, outcome)
+        except APIError as error:
+            wait = _retry_wait(op, error, self.retry, attempt)
+            if wait is None:
+                raise
+            return wait, None
+
 
 class SyncTransport(_Base):
     """The synchronous client's connection (httpx.Client) and retry loop."""
@@ -244,24 +272,14 @@ class SyncTransport(_Base):
         attempt = 0
         while True:
             try:
-                response = self._http.request(
-                    op.method, self.base_url + op.path, headers={**self._headers, **op.headers},
-                    params=op.query or None, json=op.body, timeout=self._timeout,
-                )  # fmt: skip
+                outcome: httpx.Response | httpx.TransportError = self._http.request(**self._request(op))
             except httpx.TransportError as exc:
-                if attempt < self.retry.max_retries and _transport_retryable(op, exc):
-                    time.sleep(self.retry.delay(attempt, None))
-                    attempt += 1
-                    continue
-                raise _transport_error(op, self.base_url, exc, attempt + 1) from exc
-            try:
-                return _result(op, response)
-            except APIError as error:
-                wait = _retry_wait(op, error, self.retry, attempt)
-                if wait is None:
-                    raise
-                time.sleep(wait)
-                attempt += 1
+                outcome = exc
+            wait, result = self._settle(op, outcome, attempt)
+            if wait is None:
+                return cast(T, result)
+            time.sleep(wait)
+            attempt += 1
 
     def close(self) -> None:
         """Closes the connection pool (when the client made it)."""
@@ -302,24 +320,14 @@ class AsyncTransport(_Base):
         attempt = 0
         while True:
             try:
-                response = await self._http.request(
-                    op.method, self.base_url + op.path, headers={**self._headers, **op.headers},
-                    params=op.query or None, json=op.body, timeout=self._timeout,
-                )  # fmt: skip
+                outcome: httpx.Response | httpx.TransportError = await self._http.request(**self._request(op))
             except httpx.TransportError as exc:
-                if attempt < self.retry.max_retries and _transport_retryable(op, exc):
-                    await asyncio.sleep(self.retry.delay(attempt, None))
-                    attempt += 1
-                    continue
-                raise _transport_error(op, self.base_url, exc, attempt + 1) from exc
-            try:
-                return _result(op, response)
-            except APIError as error:
-                wait = _retry_wait(op, error, self.retry, attempt)
-                if wait is None:
-                    raise
-                await asyncio.sleep(wait)
-                attempt += 1
+                outcome = exc
+            wait, result = self._settle(op, outcome, attempt)
+            if wait is None:
+                return cast(T, result)
+            await asyncio.sleep(wait)
+            attempt += 1
 
     async def aclose(self) -> None:
         """Closes the connection pool (when the client made it)."""
