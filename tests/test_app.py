@@ -1054,6 +1054,8 @@ def test_openapi_lists_every_route_with_schemas_parameters_errors_and_security(c
                 ref = op["requestBody"]["content"]["application/json"]["schema"]["$ref"]
                 assert ref.endswith(f"/{route.body.__name__}")
             for status, model in route.responses.items():
+                if route.media_type != "application/json" and status == 200:
+                    continue  # a page or a stream: text (the next test)
                 ref = op["responses"][str(status)]["content"]["application/json"]["schema"]["$ref"]
                 assert ref.endswith(f"/{model.__name__}")
             if route.auth:
@@ -1125,3 +1127,21 @@ def test_functions_framework_serves_the_api_over_http(dsn: str, tenant: Tenant, 
 def test_the_entry_point_exports_the_dispatcher(app: Starlette) -> None:
     # functions-framework registers the loaded source as module "main".
     assert sys.modules["main"].api is api.handle
+
+
+def test_openapi_documents_pages_as_html_and_streams_as_event_streams(client: TestClient) -> None:
+    """What is not JSON is not documented as JSON: each page's 200 is text/html, each stream's text/event-stream."""
+    document = client.get("/api/v1/openapi.json").json()
+    media = {
+        (method.upper(), path): list(op["responses"]["200"]["content"])
+        for path, ops in document["paths"].items()
+        for method, op in ops.items()
+        if "200" in op["responses"]
+    }
+    assert media[("GET", "/chat/customers/{customer_id}")] == ["text/html"]
+    assert media[("GET", "/dashboard")] == ["text/html"]
+    assert media[("POST", "/api/v1/customers/{customer_id}/chat/stream")] == ["text/event-stream"]
+    assert media[("GET", "/api/v1/dashboard/events")] == ["text/event-stream"]
+    assert media[("GET", "/api/v1/contacts/{id}")] == ["application/json"]
+    served = client.get("/dashboard/sign-in")
+    assert served.status_code == 200 and served.headers["content-type"].startswith("text/html")

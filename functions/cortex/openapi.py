@@ -91,17 +91,24 @@ def _operation(route: Route, schemas: dict[str, Any]) -> dict[str, Any]:
         op["requestBody"] = {"required": True, "content": _json_content(route.body, route.body_media_types)}
     responses: dict[str, Any] = {}
     for status, model in route.responses.items():
-        schemas[model.__name__] = _schema_of(model, "serialization", schemas)
         doc = (model.__doc__ or model.__name__).strip().splitlines()[0]
+        if route.media_type != "application/json" and status == 200:
+            # A page or an event stream: text, described by the model's docstring (its events' shape).
+            content: dict[str, Any] = {route.media_type: {"schema": {"type": "string"}}}
+        else:
+            schemas[model.__name__] = _schema_of(model, "serialization", schemas)
+            content = _json_content(model)
         responses[str(status)] = {
             "description": doc,
-            "content": _json_content(model),
+            "content": content,
             "headers": {"X-Request-ID": {"$ref": "#/components/headers/XRequestID"}},
         }
     if not route.responses:
         responses["200"] = {
             "description": route.summary,
-            "content": {"application/json": {"schema": {"type": "object"}}},
+            "content": {
+                route.media_type: {"schema": {"type": "object" if route.media_type == "application/json" else "string"}}
+            },
         }
     errors = set(route.errors) | {500}
     if route.auth:

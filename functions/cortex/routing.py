@@ -115,6 +115,8 @@ class Route:
     description: str = ""
     body_parser: BodyParser | None = None
     body_media_types: tuple[str, ...] = ("application/json",)
+    # What a 200 is when it is not JSON: a page (text/html), an event stream (text/event-stream).
+    media_type: str = "application/json"
 
 
 class Router:
@@ -142,6 +144,7 @@ class Router:
         absolute: tuple[str, ...] = (),
         body_parser: BodyParser | None = None,
         body_media_types: tuple[str, ...] = ("application/json",),
+        media_type: str = "application/json",
     ) -> Callable[[Handler], Handler]:
         """Declares `handler` as `METHOD <prefix><path>` (plus any `absolute` alias paths)."""
 
@@ -163,6 +166,7 @@ class Router:
                     description,
                     body_parser,
                     body_media_types,
+                    media_type,
                 )
             )
             return handler

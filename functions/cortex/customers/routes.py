@@ -47,6 +47,7 @@ def _check_messages(body: ChatRequest) -> None:
     "POST", "/<customer_id>/chat/stream", name="customer_chat_stream",
     summary="Chat with the customer agents: one streamed response (Vercel AI SDK UI message stream)",
     responses={200: UIMessageChunk}, path_params=CustomerPath, body=ChatRequest, errors=(403, 404, 409, 422),
+    media_type="text/event-stream",
     description="The body is the AI SDK useChat body ({id, messages: [{id, role, parts, metadata}]}); the "
     "answer is text/event-stream with x-vercel-ai-ui-message-stream: v1. The first agent is the last assistant "
     "message's metadata.agentType (default customer_mgmt); an agent may hand the conversation to the other "
@@ -65,6 +66,7 @@ async def customer_chat_stream(call: Call) -> Reply:
 @router.route(
     "GET", "/<customer_id>/chat", name="customer_chat_page", summary="The chat page of a customer (HTML)",
     responses={200: ChatPage}, path_params=CustomerPath, auth=False, absolute=("/chat/customers/<customer_id>",),
+    media_type="text/html",
     description="A small server-rendered page: it asks once for an agent key (kept in sessionStorage), sends "
     "it as the Bearer header, and shows the stream as it arrives, a card per tool result and the speaking agent.",
 )  # fmt: skip

@@ -70,7 +70,7 @@ async def _page(call: Call, body: PageBody) -> Reply:
 
 @router.route(
     "GET", "/pages/sign-in", name="dashboard_sign_in_page", summary="Dashboard: the sign-in page (HTML)",
-    responses={}, query=NextQuery, auth=False, absolute=("/dashboard/sign-in",),
+    responses={}, query=NextQuery, auth=False, absolute=("/dashboard/sign-in",), media_type="text/html",
 )  # fmt: skip
 async def sign_in_page(call: Call) -> Reply:
     """The sign-in form; the script posts the key to /api/v1/dashboard/session."""
@@ -80,7 +80,7 @@ async def sign_in_page(call: Call) -> Reply:
 @router.route(
     "GET", "/pages/overview", name="dashboard_overview_page",
     summary="Dashboard: pending handoffs by urgency, open alerts, usage today, graph stats (HTML)",
-    responses={}, auth=False, absolute=("/dashboard",),
+    responses={}, auth=False, absolute=("/dashboard",), media_type="text/html",
     description="Needs a dashboard session (cookie); without one, 303 to /dashboard/sign-in.",
 )  # fmt: skip
 async def overview_page(call: Call) -> Reply:
@@ -95,7 +95,7 @@ async def overview_page(call: Call) -> Reply:
 
 @router.route(
     "GET", "/pages/usage", name="dashboard_usage_page", summary="Dashboard: usage against budgets (HTML)",
-    responses={}, auth=False, absolute=("/dashboard/usage",),
+    responses={}, auth=False, absolute=("/dashboard/usage",), media_type="text/html",
 )  # fmt: skip
 async def usage_page(call: Call) -> Reply:
     """usage_summary (today's budgets) and dashboard_usage (30 days), drawn as SVG."""
@@ -118,7 +118,7 @@ async def _agent_or_first(session: service.Session, query: AgentQuery, who: dict
 
 @router.route(
     "GET", "/pages/graph", name="dashboard_graph_page", summary="Dashboard: graph stats, an agent's neighbourhood",
-    responses={}, query=AgentQuery, auth=False, absolute=("/dashboard/graph",),
+    responses={}, query=AgentQuery, auth=False, absolute=("/dashboard/graph",), media_type="text/html",
 )  # fmt: skip
 async def graph_page(call: Call) -> Reply:
     """graph_stats, and neighbors of the agent's node (list_memories finds it), read-only."""
@@ -135,7 +135,7 @@ async def graph_page(call: Call) -> Reply:
 
 @router.route(
     "GET", "/pages/briefing", name="dashboard_briefing_page", summary="Dashboard: an agent's briefing",
-    responses={}, query=AgentQuery, auth=False, absolute=("/dashboard/briefing",),
+    responses={}, query=AgentQuery, auth=False, absolute=("/dashboard/briefing",), media_type="text/html",
 )  # fmt: skip
 async def briefing_page(call: Call) -> Reply:
     """get_briefing for any agent (admins and monitors may), read-only: no access recorded, no cache written."""
@@ -151,7 +151,7 @@ async def briefing_page(call: Call) -> Reply:
 
 @router.route(
     "GET", "/pages/contacts", name="dashboard_contacts_page", summary="Dashboard: find a contact (HTML)",
-    responses={}, query=ContactSearch, auth=False, absolute=("/dashboard/contacts",),
+    responses={}, query=ContactSearch, auth=False, absolute=("/dashboard/contacts",), media_type="text/html",
 )  # fmt: skip
 async def contacts_page(call: Call) -> Reply:
     """search_contacts."""
@@ -167,7 +167,8 @@ async def contacts_page(call: Call) -> Reply:
 @router.route(
     "GET", "/pages/contacts/<contact_id>", name="dashboard_contact_page",
     summary="Dashboard: a contact's context levels, interactions and handoffs (HTML)",
-    responses={}, path_params=ContactPath, auth=False, absolute=("/dashboard/contacts/<contact_id>",), errors=(404,),
+    responses={}, path_params=ContactPath, auth=False, absolute=("/dashboard/contacts/<contact_id>",),
+    media_type="text/html", errors=(404,),
 )  # fmt: skip
 async def contact_page(call: Call) -> Reply:
     """get_contact, get_context (levels 0-2), list_interactions and list_handoffs of the contact."""
@@ -183,7 +184,7 @@ async def contact_page(call: Call) -> Reply:
 
 @router.route(
     "GET", "/static/<name>", name="dashboard_static", summary="Dashboard: its script and styles",
-    responses={}, path_params=StaticPath, auth=False, absolute=("/dashboard/static/<name>",),
+    responses={}, path_params=StaticPath, auth=False, absolute=("/dashboard/static/<name>",), media_type="text/*",
 )  # fmt: skip
 async def static_file(call: Call) -> Reply:
     """A file shipped in the package (cortex/dashboard/static), never fetched from elsewhere."""
@@ -275,7 +276,7 @@ async def event_stream(session: service.Session) -> AsyncIterator[bytes]:
 
 @router.route(
     "GET", "/events", name="dashboard_events", summary="Live changes of the tenant (server-sent events)",
-    responses={}, auth=False, errors=(401,),
+    responses={}, auth=False, errors=(401,), media_type="text/event-stream",
     description="text/event-stream for the session's tenant only: `ready` when listening, then `change` "
     "({id, event, subject}) for each handoff, alert and budget event, fed by the outbox's NOTIFY; `expired` "
     "when the session ends. Needs the session cookie (EventSource sends no Authorization header).",
