@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from mcp import Client as MCPClient
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent
 from starlette.applications import Starlette
 
@@ -120,11 +121,11 @@ def test_calls_every_tool_over_streamable_http(live_server: str, tenant: Tenant,
             "budget_check": {"estimated_tokens": 500},  # agent: the server's own
             "remember": {"kind": "fact", "title": "John prefers email", "body": "Never call before 10."},
             "search_memories": {"query": "John prefers email"},
-            "get_briefing": {"format": "compact"},
+            "get_briefing": {"format": "compact"},  # agent: the server's own, asked of Cortex (GET /me)
         }
         return {name: data_of(await c.call_tool(name, args)) for name, args in calls.items()}
 
-    with mcp_http(live_server, tenant.keys["luna"], "luna") as url:
+    with mcp_http(live_server, tenant.keys["luna"]) as url:  # no --agent
         results = over(url, session)
     assert results["search_contacts"]["items"][0]["id"] == contact_id
     assert results["get_context"]["contact_id"] == contact_id and results["get_context"]["level"] == 2
@@ -150,12 +151,55 @@ def test_resources_are_the_agents_briefing_and_a_contacts_context(
         context = await c.read_resource(f"cortex://contacts/{contact_id}/context")
         return resources, templates, briefing.contents[0].text, context.contents[0].text  # type: ignore[union-attr]
 
-    with mcp_http(live_server, tenant.keys["luna"], "luna") as url:
+    with mcp_http(live_server, tenant.keys["luna"]) as url:  # no --agent: the server asks Cortex who luna's key is
         resources, templates, briefing, context = over(url, session)
+    with Client(base_url=live_server, api_key=tenant.keys["luna"]) as luna:
+        expected = luna.get_briefing("luna").text
     assert resources == ["cortex://briefing"]
-    assert templates == ["cortex://contacts/{contact_id}/context"]
-    assert briefing.startswith("#") or "Identity" in briefing
+    assert sorted(templates) == ["cortex://briefing/{agent}", "cortex://contacts/{contact_id}/context"]
+    assert briefing.split("\n")[0] == expected.split("\n")[0] and "luna" in briefing.split("\n")[0].lower()
     assert json.loads(context)["contact_id"] == contact_id and json.loads(context)["level"] == 2
+
+
+def test_over_http_resources_are_read_with_the_requests_own_key(
+    live_server: str,  # noqa: F811
+    tenant: Tenant,
+    other_tenant: Tenant,
+    contact_id: str,
+) -> None:
+    def as_key(url: str, key: str) -> Any:
+        return streamable_http_client(url, http_client=httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}))
+
+    async def reads(c: MCPClient) -> list[Any]:
+        found: list[Any] = []
+        for uri in ("cortex://briefing/helios", f"cortex://contacts/{contact_id}/context", "cortex://briefing"):
+            try:
+                found.append((await c.read_resource(uri)).contents[0].text)  # type: ignore[union-attr]
+            except MCPError as exc:
+                found.append(exc)
+        return found
+
+    with mcp_http(live_server, None) as url:  # a server without a key of its own
+        helios = over(as_key(url, tenant.keys["helios"]), reads)
+        stranger = over(as_key(url, other_tenant.keys["luna"]), reads)
+    briefing, context, static = helios
+    assert "helios" in briefing.split("\n")[0].lower() and json.loads(context)["contact_id"] == contact_id
+    assert isinstance(static, MCPError) and "read cortex://briefing/{agent} with your key" in str(static)
+    other_briefing, other_context, _ = stranger
+    assert isinstance(other_briefing, MCPError) and "403" in str(other_briefing)
+    assert isinstance(other_context, MCPError) and "404" in str(other_context)
+
+
+def test_an_agent_keys_own_agent_is_asked_of_cortex_once_for_default_arguments(
+    live_server: str,  # noqa: F811
+    tenant: Tenant,
+) -> None:
+    async def session(c: MCPClient) -> list[dict[str, Any]]:
+        return [data_of(await c.call_tool("budget_check", {"estimated_tokens": 10})) for _ in range(3)]
+
+    with mcp_http(live_server, tenant.keys["helios"]) as url:
+        checks = over(url, session)
+    assert [c["agent"] for c in checks] == ["helios"] * 3
 
 
 @pytest.mark.slow  # starts a `cortex mcp` process
@@ -167,7 +211,7 @@ def test_stdio_transport_serves_the_same_tools_from_a_cortex_mcp_process(
     env = {**os.environ, "PYTHONPATH": str(ROOT / "functions"), "CORTEX_URL": live_server}
     env["CORTEX_API_KEY"] = tenant.keys["luna"]
     process = StdioServerParameters(
-        command=sys.executable, args=["-c", "from cortex.cli import main; main()", "mcp", "--agent", "luna"], env=env
+        command=sys.executable, args=["-c", "from cortex.cli import main; main()", "mcp"], env=env
     )
 
     async def session(c: MCPClient) -> tuple[int, dict[str, Any], CallToolResult]:

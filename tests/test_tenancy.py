@@ -11,9 +11,11 @@ from typing import Any
 
 import psycopg
 import pytest
+from starlette.testclient import TestClient
 
 from cortex.db import Jsonb, agent_claims, become, call
 from cortex.errors import CortexError
+from tests.api_helpers import bearer
 from tests.conftest import AsAgent, Tenant
 
 # Each API function, called by the other tenant against the first tenant's contact / handoff.
@@ -111,6 +113,7 @@ def test_every_api_function_has_an_isolation_check(admin: Any) -> None:
     voice = set(VOICE_ATTACKS) | set(VOICE_LISTINGS)
     checked |= set(DASHBOARD_LISTINGS)
     checked |= set(CUSTOMER_ATTACKS)
+    checked |= {"whoami"}  # answers only about the caller: test_whoami_names_only_the_callers_own_tenant_and_agent
     assert _api_functions(admin) <= checked | set(MEMORY_ATTACKS) | set(MEMORY_LISTINGS) | voice
 
 
@@ -587,3 +590,46 @@ def test_other_tenant_cannot_reach_a_customer_through(
         CUSTOMER_ATTACKS[name](conn, customer_target)
     assert err.value.status == 404
     assert _customer_state(admin) == before
+
+
+# --- who am I (issue 12) ---------------------------------------------------------------------------
+
+
+def test_whoami_names_only_the_callers_own_tenant_and_agent(
+    tenant: Tenant, other_tenant: Tenant, as_agent: AsAgent
+) -> None:
+    with as_agent(tenant, "helios") as conn:
+        helios = call(conn, "whoami")
+    with as_agent(other_tenant, "luna") as conn:
+        stranger = call(conn, "whoami")
+    assert helios == {
+        "tenant_id": tenant.id, "tenant": tenant.slug, "tenant_name": helios["tenant_name"], "time_zone": "UTC",
+        "agent": "helios", "display_name": "Helios", "role": "monitor", "read_only": True, "can_write": False,
+        "is_admin": False,
+    }  # fmt: skip
+    assert stranger["tenant_id"] == other_tenant.id and stranger["agent"] == "luna"
+    assert stranger["can_write"] is True and stranger["role"] == "agent"
+    assert tenant.id not in json.dumps(stranger) and tenant.slug not in json.dumps(stranger)
+
+
+def test_whoami_refuses_a_caller_without_claims_or_with_an_unknown_agent(dsn: str, tenant: Tenant) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
+        conn.execute("set local role authenticated")
+        with pytest.raises(CortexError) as claimless:
+            call(conn, "whoami")
+    with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
+        become(conn, agent_claims(tenant.id, "nobody"))
+        with pytest.raises(psycopg.errors.InvalidAuthorizationSpecification) as unknown:
+            conn.execute("select public.whoami()")
+    assert claimless.value.status == 401
+    assert unknown.value.diag.sqlstate == "28000" and unknown.value.diag.column_name == "agent"
+
+
+def test_get_me_over_http_names_the_keys_agent_and_refuses_a_wrong_key(client: TestClient, tenant: Tenant) -> None:
+    me = client.get("/api/v1/me", headers=bearer(tenant.keys["luna"]))
+    wrong = client.get("/api/v1/me", headers=bearer("ctx_wrong"))
+    none = client.get("/api/v1/me")
+    assert me.status_code == 200
+    assert me.json()["agent"] == "luna" and me.json()["tenant_id"] == tenant.id and me.json()["can_write"] is True
+    assert wrong.status_code == 401 and wrong.json()["error"]["field"] == "Authorization"
+    assert none.status_code == 401

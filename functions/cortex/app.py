@@ -59,6 +59,7 @@ from cortex.routing import (
     read_body,
     validate,
 )
+from cortex.tenancy import routes as tenancy
 from cortex.usage import routes as usage
 from cortex.voice import routes as voice
 
@@ -90,6 +91,7 @@ ROUTERS: tuple[Router, ...] = (
     consolidation.router,
     dashboard.router,
     customers.router,
+    tenancy.router,
     health.router,
     meta,
 )

@@ -20,6 +20,7 @@ from cortex.client import (
     interactions,
     memories,
     notifications,
+    tenancy,
     usage,
     voice,
 )
@@ -42,6 +43,7 @@ class Client(
     voice.Methods,
     consolidation.Methods,
     customers.Methods,
+    tenancy.Methods,
     health.Methods,
 ):
     """The synchronous Cortex client: `Client(base_url=..., api_key=...)` (defaults: CORTEX_URL,
@@ -66,6 +68,7 @@ class AsyncClient(
     voice.AsyncMethods,
     consolidation.AsyncMethods,
     customers.AsyncMethods,
+    tenancy.AsyncMethods,
     health.AsyncMethods,
 ):
     """The asynchronous Cortex client: the same methods as `Client`, awaited. Use it as an async

@@ -27,7 +27,7 @@ from cortex.mcp_server.server import Settings, build
     "--agent",
     "agent_name",
     envvar="CORTEX_AGENT",
-    help="The key's agent name, for the briefing resource and default agent arguments (a JWT names it).",
+    help="Optional: the key's agent name. Without it the server asks Cortex once (GET /api/v1/me); a JWT names it.",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="http: the address to listen on.")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(1, 65535), help="http: the port.")

@@ -64,6 +64,7 @@ class Callers:
     def __init__(self, settings: Settings, client: AsyncClient | None = None) -> None:
         self.settings = settings
         self._clients: dict[str, AsyncClient] = {}
+        self._agents: dict[str, str] = {}  # agent names Cortex gave for keys (GET /me)
         if settings.key and client is not None:
             self._clients[settings.key] = client
 
@@ -89,11 +90,27 @@ class Callers:
             found = self._clients[key] = AsyncClient(base_url=self.settings.url, api_key=key)
         return found
 
-    def agent(self, key: str) -> str | None:
-        """The agent `key` acts as, when known (the configured name for the server's key; a JWT's)."""
+    def known_agent(self, key: str) -> str | None:
+        """The agent `key` acts as, when known without asking (the configured name for the
+        server's key; a JWT's claim)."""
         if key == self.settings.key and self.settings.agent:
             return self.settings.agent
-        return agent_of(key)
+        return agent_of(key) or self._agents.get(key)
+
+    async def agent(self, key: str) -> str | None:
+        """The agent `key` acts as: known, or asked of Cortex once (`GET /me`). None when Cortex
+        refuses the key; the call that needed the name then fails with Cortex's own reason."""
+        known = self.known_agent(key)
+        if known:
+            return known
+        try:
+            me = await self.client(key).whoami()
+        except CortexClientError:
+            return None
+        if len(self._agents) >= MAX_CLIENTS:
+            self._agents.pop(next(iter(self._agents)))
+        self._agents[key] = me.agent
+        return me.agent
 
 
 def agent_of(key: str) -> str | None:
@@ -176,8 +193,8 @@ def _headers(context: Context[Any, Any]) -> Mapping[str, str] | None:
 def _tool(spec: ToolSpec, callers: Callers) -> Tool:
     async def run(arguments: dict[str, Any], context: Context[Any, Any]) -> BaseModel:
         key = callers.key(_headers(context))
-        agent = callers.agent(key)
-        if agent and spec.name in _OWN_AGENT_DEFAULT:
+        agent = await callers.agent(key) if spec.name in _OWN_AGENT_DEFAULT else None
+        if agent:
             arguments = {"agent": agent, **arguments}
         try:
             validated = spec.arguments.model_validate(arguments)
@@ -233,42 +250,60 @@ def build(settings: Settings, client: AsyncClient | None = None) -> CortexMCP:
     """The MCP server for the agent `settings.key` names, or (over HTTP, without a key) for the
     agent each request's key names: tools and resources over the SDK."""
     callers = Callers(settings, client)
-    agent = callers.agent(settings.key) if settings.key else None
     server = CortexMCP(
         name="cortex",
         title="Cortex shared memory",
-        instructions=_instructions(agent),
+        instructions=_instructions(callers.known_agent(settings.key) if settings.key else None),
         tools=[_tool(spec, callers) for spec in TOOLS],
     )
 
-    def api() -> AsyncClient:
-        # Resources are read with the server's own key (a static resource gets no request context).
-        if not settings.key:
-            raise ResourceError("this server has no key of its own: start cortex mcp with CORTEX_API_KEY")
-        return callers.client(settings.key)
+    def key_of(context: Context[Any, Any] | None) -> str:
+        # The request's own key over HTTP; the server's key over stdio (a static resource gets no
+        # request context, so it always reads with the server's key).
+        try:
+            return callers.key(_headers(context) if context is not None else None)
+        except ToolError as exc:
+            raise ResourceError(str(exc)) from None
+
+    async def briefing_text(key: str, agent: str) -> str:
+        try:
+            return (await callers.client(key).get_briefing(agent)).text
+        except CortexClientError as exc:
+            raise ResourceError(explain(exc)) from None
 
     @server.resource(
         "cortex://briefing", name="briefing", title="My briefing", mime_type="text/markdown",
         description="This agent's briefing (markdown): read it at the start of a session.",
     )  # fmt: skip
     async def briefing() -> str:
+        if not settings.key:
+            raise ResourceError(
+                "this server has no key of its own: read cortex://briefing/{agent} with your key, "
+                "or start cortex mcp with CORTEX_API_KEY"
+            )
+        agent = await callers.agent(settings.key)
         if not agent:
-            raise ResourceError("this server does not know its agent's name: start cortex mcp with --agent NAME")
-        try:
-            return (await api().get_briefing(agent)).text
-        except CortexClientError as exc:
-            raise ResourceError(explain(exc)) from None
+            raise ResourceError("Cortex refused this server's key: set CORTEX_API_KEY to a valid agent key")
+        return await briefing_text(settings.key, agent)
+
+    @server.resource(
+        "cortex://briefing/{agent}", name="agent_briefing", title="An agent's briefing", mime_type="text/markdown",
+        description="An agent's briefing (markdown), read with the caller's key: your own, or another agent's "
+        "if your key is an admin's.",
+    )  # fmt: skip
+    async def agent_briefing(agent: str, context: Context[Any, Any]) -> str:
+        return await briefing_text(key_of(context), agent)
 
     @server.resource(
         "cortex://contacts/{contact_id}/context", name="contact_context", title="A contact's context",
         mime_type="application/json",
         description="A contact's working context at level 2 (briefing and recent interactions), as JSON.",
     )  # fmt: skip
-    async def contact_context(contact_id: str) -> str:
+    async def contact_context(contact_id: str, context: Context[Any, Any]) -> str:
         try:
-            context = await api().get_context(contact_id, level=2)
+            found = await callers.client(key_of(context)).get_context(contact_id, level=2)
         except CortexClientError as exc:
             raise ResourceError(explain(exc)) from None
-        return context.model_dump_json(by_alias=True)
+        return found.model_dump_json(by_alias=True)
 
     return server
