@@ -185,7 +185,7 @@ DEFINERS: dict[str, tuple[str, str]] = {
         "select cortex.record_handoff_on_context(%(t)s, %(c)s, %(h)s, 'forged', '{}')",
         "28000",
     ),
-    "caller_agent_enabled": ("select cortex.caller_agent_enabled()", "false"),
+    "require_tenant": ("select cortex.require_tenant()", "28000"),
     "reserve_tokens": ("select cortex.reserve_tokens(%(t)s, 'luna', 'probe', 1)", "28000"),
     "settle_reservation": (
         """select cortex.settle_reservation(%(t)s, gen_random_uuid(), '{"model": "haiku", "input_tokens": 1}')""",

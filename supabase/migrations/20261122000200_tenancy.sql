@@ -147,36 +147,32 @@ begin
 end $$;
 comment on function cortex.current_agent() is 'Agent name of the caller, from the agent claim (top level or app_metadata).';
 
--- Definer, so the lookup skips the agents table's RLS policy (half the cost); it answers only
--- about the caller's own claims, so it tells nothing about other tenants.
-create or replace function cortex.caller_agent_enabled() returns boolean
-language plpgsql stable security definer set search_path = '' as $$
-begin
-  return exists (select from cortex.agents ag
-                 where ag.tenant_id = (select cortex.current_tenant()) and ag.name = (select cortex.current_agent()) and ag.enabled);
-end $$;
-comment on function cortex.caller_agent_enabled() is
-  'True when the request''s claims name an enabled agent of the claimed tenant (one primary-key lookup); false without claims.';
-revoke execute on function cortex.caller_agent_enabled() from public, anon;
-
+-- The guard every API function calls first. One definer, so the agent lookup skips the agents
+-- table's RLS policy, and the claims are parsed once: it used to call current_tenant and a definer
+-- that parsed them twice more, and each plpgsql call with a SET clause costs a GUC save and
+-- restore (measured: 33 us a call before, about half now; every API call pays it once). It
+-- answers only about the caller's own claims, so it tells nothing about other tenants.
 create or replace function cortex.require_tenant() returns uuid
-language plpgsql stable set search_path = '' as $$
-declare t uuid := cortex.current_tenant();
+language plpgsql stable security definer set search_path = '' as $$
+declare
+  c jsonb := coalesce(nullif(pg_catalog.current_setting('request.jwt.claims', true), ''), '{}')::jsonb;
+  t uuid := nullif(coalesce(c ->> 'tenant_id', c -> 'app_metadata' ->> 'tenant_id'), '')::uuid;
+  a text := nullif(coalesce(c ->> 'agent', c -> 'app_metadata' ->> 'agent'), '');
 begin
   if t is null then
     raise exception 'no tenant in the request claims'
       using errcode = '28000', hint = 'authenticate with an agent key or a JWT carrying tenant_id and agent';
   end if;
   -- The agent claim must name a known, enabled agent of the tenant (a signed JWT may name anyone).
-  if not cortex.caller_agent_enabled() then
-    raise exception 'unknown or disabled agent "%"', left(coalesce(cortex.current_agent(), ''), 100)
+  if not exists (select from cortex.agents ag where ag.tenant_id = t and ag.name = a and ag.enabled) then
+    raise exception 'unknown or disabled agent "%"', left(coalesce(a, ''), 100)
       using errcode = '28000', column = 'agent',
             hint = 'the agent claim must name an enabled agent of the tenant';
   end if;
   return t;
 end $$;
 comment on function cortex.require_tenant() is
-  'Tenant of the caller, or SQLSTATE 28000 when the request carries none, or no agent, or an agent claim that is not an enabled agent of the tenant (cortex.caller_agent_enabled).';
+  'Tenant of the caller, or SQLSTATE 28000 when the request carries none, or no agent, or an agent claim that is not an enabled agent of the tenant (one primary-key lookup; security definer, so RLS on agents is not applied to it).';
 
 -- Security definer so that RLS-restricted callers can ask about their own agent row;
 -- it answers only for the caller's own tenant and agent.
@@ -306,7 +302,7 @@ comment on function cortex.guard_acting_agent(uuid, text, text) is
   'cortex.guard_tenant, and for an API caller: p_agent must be the calling agent unless the caller is an admin (SQLSTATE 42501 naming p_field).';
 
 grant execute on function cortex.jwt_claims(), cortex.current_tenant(), cortex.current_agent(),
-  cortex.require_tenant(), cortex.caller_agent_enabled(), cortex.require_writer(), cortex.agent_can_write(), cortex.caller_role(),
+  cortex.require_tenant(), cortex.require_writer(), cortex.agent_can_write(), cortex.caller_role(),
   cortex.is_api_caller(), cortex.guard_tenant(uuid), cortex.guard_writer(uuid), cortex.caller_is_admin(),
   cortex.guard_acting_agent(uuid, text, text) to authenticated, service_role;
 
