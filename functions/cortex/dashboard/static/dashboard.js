@@ -69,7 +69,7 @@
         animation: false,
         interaction: { mode: "index", intersect: false },
         scales: {
-          // Days as MM-DD on the axis, level; the tooltip shows the whole date.
+          // Days as MM-DD on the axis, unrotated; the tooltip shows the whole date.
           x: { ticks: { maxRotation: 0, autoSkipPadding: 12,
                         callback: function (value) { return this.getLabelForValue(value).slice(5); } } },
           y: { beginAtZero: true, ticks: { callback: tokens } }
@@ -86,11 +86,16 @@
     charts = [];
     var block = document.getElementById("usage-data");
     if (!block || !window.Chart) { return; }  // no charts here, or the library did not load: the tables stay
-    var data = JSON.parse(block.textContent);
-    var today = document.getElementById("usage-today-chart");
-    if (today && data.today) { charts.push(budgetChart(today, data.today)); }
-    var days = document.getElementById("usage-days-chart");
-    if (days && data.days) { charts.push(lineChart(days, data.days)); }
+    try {
+      var data = JSON.parse(block.textContent);
+      var today = document.getElementById("usage-today-chart");
+      if (today && data.today) { charts.push(budgetChart(today, data.today)); }
+      var days = document.getElementById("usage-days-chart");
+      if (days && data.days) { charts.push(lineChart(days, data.days)); }
+    } catch (failure) {
+      // A chart that cannot be drawn leaves its table; sign-out and live updates go on.
+      console.error("dashboard charts:", failure);
+    }
   }
 
   function signIn(form) {
