@@ -84,6 +84,24 @@ def section(html: str, element_id: str) -> str:
     return match.group(0)
 
 
+def usage_data(html: str) -> dict[str, Any]:
+    """The charts' numbers the page carries (its JSON data block, `#usage-data`)."""
+    match = re.search(r'<script type="application/json" id="usage-data">(.*?)</script>', html, re.S)
+    assert match, "no #usage-data in the page"
+    data: dict[str, Any] = json.loads(match.group(1))
+    return data
+
+
+def record_usage(base: str, key: str, input_tokens: int, output_tokens: int) -> httpx.Response:
+    """A model call of the key's agent, recorded over the API (POST /api/v1/usage)."""
+    body = {"model": "claude-haiku-4-5", "operation": "write_email", "input_tokens": input_tokens,
+            "output_tokens": output_tokens}  # fmt: skip
+    return httpx.post(f"{base}/api/v1/usage", headers=bearer(key), json=body, timeout=30)
+
+
+AGENTS = ["anna", "helios", "jasper", "luna", "mia", "system"]
+
+
 # --- signing in and the refusals ----------------------------------------------------------------------
 
 
@@ -277,24 +295,39 @@ def test_the_overview_shows_pending_handoffs_by_urgency_with_their_age_alerts_us
     assert page.index('id="handoffs-urgent"') < page.index('id="handoffs-low"')
     assert "summary job 7 parked" in section(page, "alerts")
     today = section(page, "usage-today")
-    assert re.search(r'data-agent="luna">.*?1,000 / 100,000 \(1%\)', today)
+    assert 'id="usage-today-chart"' in today
+    # The numbers without any script: a row per agent.
+    assert '<td>luna</td><td>1,000</td><td>100,000</td><td><span class="level ok">1%</span></td>' in today
+    rows = usage_data(page)["today"]
+    assert [r["agent"] for r in rows] == AGENTS
+    assert next(r for r in rows if r["agent"] == "luna") == {
+        "agent": "luna", "used": 1000, "budget": 100000, "share": 0.01, "level": "ok"
+    }  # fmt: skip
     assert 'id="graph-nodes"' in page
-    assert 'data-live="connecting"' in page and "/dashboard/static/dashboard.js" in page
+    assert 'data-live="connecting"' in page and "/dashboard/static/dashboard.js?v=" in page
+    # The chart library loads before the page's script (both deferred: they run in this order).
+    assert page.index("/dashboard/static/chart.umd.min.js?v=") < page.index("/dashboard/static/dashboard.js?v=")
+    assert "chart.umd.min.js" not in client.get("/dashboard/contacts").text  # only pages with charts load it
 
 
-def test_the_usage_page_draws_today_against_budgets_and_thirty_days_per_agent(
+def test_the_usage_page_carries_today_against_budgets_and_thirty_days_per_agent_for_its_charts(
     client: TestClient, tenant: Tenant, as_agent: AsAgent
 ) -> None:
     with as_agent(tenant, "luna") as conn:
         call(conn, "record_usage", model="haiku", operation="write_email", input_tokens=4000, output_tokens=1000)
     sign_in(client, tenant.keys["helios"])
     page = client.get("/dashboard/usage").text
-    days = section(page, "usage-days")
-    agents = re.findall(r'<polyline class="line" data-agent="([^"]+)"[^>]*points="([^"]+)"', days)
-    assert {a for a, _ in agents} == {"anna", "helios", "jasper", "luna", "mia", "system"}
-    luna_points = dict(agents)["luna"].split()
-    assert len(luna_points) == 30
-    assert float(luna_points[-1].split(",")[1]) < float(luna_points[0].split(",")[1])  # today is higher up
+    data = usage_data(page)
+    assert [(r["agent"], r["used"]) for r in data["today"]] == [(a, 5000 if a == "luna" else 0) for a in AGENTS]
+    days = data["days"]
+    assert len(days["days"]) == 30 and days["days"] == sorted(days["days"])
+    assert [a["agent"] for a in days["agents"]] == AGENTS
+    for agent in days["agents"]:
+        assert agent["tokens"] == [0] * 29 + [5000 if agent["agent"] == "luna" else 0], agent["agent"]
+    assert 'id="usage-today-chart"' in section(page, "usage-today")
+    table = section(page, "usage-days")
+    assert 'id="usage-days-chart"' in table and "<details>" in table
+    assert f"<tr><td>{days['days'][-1]}</td><td>0</td><td>0</td><td>0</td><td>5,000</td>" in table
     series = client.get("/api/v1/dashboard/usage", params={"days": 7}).json()
     luna = next(a for a in series["agents"] if a["agent"] == "luna")
     assert [p["total_tokens"] for p in luna["series"]] == [0] * 6 + [5000]
@@ -400,8 +433,66 @@ def test_the_static_files_are_served_from_the_package_and_nothing_else(client: T
     assert script.status_code == 200 and script.headers["content-type"].startswith("text/javascript")
     assert "EventSource" in script.text and "setInterval" not in script.text  # live by events, no polling
     assert client.get("/dashboard/static/dashboard.css").headers["content-type"].startswith("text/css")
-    for name in ("../app.py", "other.js", "dashboard.py"):
+    for name in ("../app.py", "other.js", "dashboard.py", "chart.umd.js", "chart.umd.min.js.map"):
         assert client.get(f"/dashboard/static/{name}").status_code in (404, 422)
+
+
+CHART_JS_SHA256 = "87364cc2b2a76a6684929e7d6b80b18a897794db38400caff1fcf1791c6925d2"  # npm chart.js@4.6.1
+
+
+def test_the_vendored_chart_library_is_served_as_javascript_and_cached_by_its_version(client: TestClient) -> None:
+    import hashlib
+
+    shipped = Path(views.__file__).parent / "static" / "chart.umd.min.js"
+    assert hashlib.sha256(shipped.read_bytes()).hexdigest() == CHART_JS_SHA256  # as published, unchanged
+    assert CHART_JS_SHA256 in (Path(__file__).parents[1] / "docs" / "dashboard.md").read_text()
+    plain = client.get("/dashboard/static/chart.umd.min.js")
+    assert plain.status_code == 200
+    assert plain.headers["content-type"] == "text/javascript; charset=utf-8"
+    assert plain.headers["x-content-type-options"] == "nosniff"
+    assert plain.content == shipped.read_bytes() and len(plain.content) > 200_000
+    assert plain.text.startswith("/*!\n * Chart.js v4.6.1\n")
+    assert plain.headers["cache-control"] == "no-cache"  # an unversioned URL: ask again each time
+    versioned = client.get(views.static_url("chart.umd.min.js"))
+    assert versioned.headers["cache-control"] == "public, max-age=31536000, immutable"
+    assert versioned.content == plain.content
+    stale = client.get("/dashboard/static/chart.umd.min.js", params={"v": "0123456789ab"})
+    assert stale.headers["cache-control"] == "no-cache"  # another version's URL is not this file forever
+    assert client.get("/dashboard/static/chart.umd.min.js", params={"v": "<x>"}).status_code == 422
+    licence = client.get("/dashboard/static/chart.js.LICENSE.md")
+    assert licence.headers["content-type"].startswith("text/plain") and "The MIT License" in licence.text
+    assert client.get("/dashboard/sign-in").headers["cache-control"] == "no-store"  # pages are never cached
+
+
+def test_chart_data_is_embedded_so_that_no_agent_name_can_end_the_script_element() -> None:
+    hostile = "</script><script>alert(1)</script><!--"
+    body = views.usage(
+        {"budget_status": {hostile: {"used": 5, "budget": 10}}},
+        {"days": 1, "agents": [{"agent": hostile, "series": [{"day": "2026-11-23", "total_tokens": 5}]}]},
+    )
+    block = re.search(r'<script type="application/json" id="usage-data">(.*?)</script>', body, re.S)
+    assert block is not None
+    assert "<" not in block.group(1) and ">" not in block.group(1)  # the element ends only where it should
+    data = json.loads(block.group(1))
+    assert data["today"][0]["agent"] == hostile and data["days"]["agents"][0]["agent"] == hostile
+    assert body.count("<script") == 1 and "<script>alert" not in body  # the tables escape it too
+    assert "&lt;/script&gt;" in body
+
+
+def test_bars_are_green_to_80_percent_amber_to_100_and_red_beyond() -> None:
+    status = {
+        "a": {"used": 80000, "budget": 100000},
+        "b": {"used": 80001, "budget": 100000},
+        "c": {"used": 100000, "budget": 100000},
+        "d": {"used": 100001, "budget": 100000},
+        "e": {"used": 5, "budget": 0},
+        "f": {"used": 0, "budget": 0},
+    }
+    rows = views.today_rows(status)
+    assert [(r["agent"], r["level"]) for r in rows] == [
+        ("a", "ok"), ("b", "near"), ("c", "near"), ("d", "over"), ("e", "over"), ("f", "ok")
+    ]  # fmt: skip
+    assert [r["share"] for r in rows][:4] == [0.8, 0.80001, 1.0, 1.00001] and rows[4]["share"] is None
 
 
 def test_ages_read_as_a_person_would_say_them() -> None:
@@ -492,6 +583,7 @@ def chrome() -> Iterator[Any]:
                  "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
                  "--window-size=1280,1000"):  # fmt: skip
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # CSP violations and script errors
     options.binary_location = "/usr/bin/chromium"
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
     try:
@@ -501,19 +593,28 @@ def chrome() -> Iterator[Any]:
         shutil.rmtree(profile, ignore_errors=True)
 
 
+# What a page's Chart.js chart holds (null when none is drawn on the canvas).
+CHART = """
+var chart = Chart.getChart(document.getElementById(arguments[0]));
+if (!chart) { return null; }
+return {id: chart.id, type: chart.config.type, labels: chart.data.labels,
+        datasets: chart.data.datasets.map(function (d) {
+          return {label: d.label, data: d.data, colour: d.backgroundColor}; }),
+        instances: Object.keys(Chart.instances).length, width: chart.width, height: chart.height};
+"""
+AMBER, GREEN = "#d97706", "#16a34a"
+
+
 @pytest.mark.slow
-def test_a_monitor_signs_in_and_sees_a_handoff_appear_live_in_chromium(
+def test_a_monitor_signs_in_sees_a_handoff_appear_live_and_the_usage_charts_in_chromium(
     dsn: str, tenant: Tenant, as_agent: AsAgent, contact: dict[str, Any], chrome: Any, tmp_path: Path
 ) -> None:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
 
-    with as_agent(tenant, "luna") as conn:  # something to draw on the usage charts
-        call(conn, "record_usage", model="haiku", operation="write_email", input_tokens=60000, output_tokens=25000)
     shots = Path(os.environ.get("CORTEX_SCREENSHOTS") or tmp_path)
-    from selenium.common.exceptions import StaleElementReferenceException
-
     # Pages navigate and <main> is swapped under the driver: each check looks its element up afresh.
     wait = WebDriverWait(chrome, 20, ignored_exceptions=(StaleElementReferenceException,))
 
@@ -523,7 +624,15 @@ def test_a_monitor_signs_in_and_sees_a_handoff_appear_live_in_chromium(
     def live_state() -> Any:
         return chrome.execute_script("return [document.body.dataset.live, document.body.dataset.updates]")
 
+    def chart(canvas_id: str) -> Any:
+        return chrome.execute_script(CHART, canvas_id)
+
+    def used_by(drawn: Any) -> dict[str, int]:
+        return dict(zip(drawn["labels"], drawn["datasets"][0]["data"], strict=True))
+
     with cortex_serve(dsn, tmp_path / "serve.log", CORTEX_EMBEDDINGS="none") as base:
+        assert record_usage(base, tenant.keys["luna"], 60000, 25000).status_code == 201  # 85 % of 100,000
+
         chrome.get(f"{base}/dashboard")  # no session: the sign-in page
         wait.until(ec.presence_of_element_located((By.ID, "sign-in")))
         chrome.find_element(By.ID, "key").send_keys(tenant.keys["luna"])
@@ -537,6 +646,15 @@ def test_a_monitor_signs_in_and_sees_a_handoff_appear_live_in_chromium(
         chrome.find_element(By.ID, "sign-in-button").click()
         wait.until(lambda d: live_state()[0] == "connected")
         assert "Pending handoffs (0)" in text("handoffs")
+        # Today against budgets: a Chart.js bar per agent, drawn from the page's data.
+        today = wait.until(lambda d: chart("usage-today-chart"))
+        assert (today["type"], today["labels"]) == ("bar", AGENTS)
+        assert used_by(today) == {a: 85000 if a == "luna" else 0 for a in AGENTS}
+        assert [d["label"] for d in today["datasets"]] == ["used today", "daily budget"]
+        assert today["datasets"][1]["data"][AGENTS.index("luna")] == 100000
+        assert today["datasets"][0]["colour"][AGENTS.index("luna")] == AMBER  # over 80 %
+        assert today["datasets"][0]["colour"][AGENTS.index("anna")] == GREEN
+        assert today["width"] > 300 and today["height"] > 150
         chrome.save_screenshot(str(shots / "dashboard-before.png"))
 
         created = httpx.post(
@@ -555,11 +673,39 @@ def test_a_monitor_signs_in_and_sees_a_handoff_appear_live_in_chromium(
         wait.until(ec.text_to_be_present_in_element((By.ID, "handoffs-urgent"), "wants a call back today"))
         assert "Pending handoffs (1)" in text("handoffs")
         assert live_state() == ["connected", "1"]  # no reload: one event, one re-read of the page
+        redrawn = chart("usage-today-chart")  # the swapped <main> has its chart: a new one, the old destroyed
+        assert redrawn["id"] != today["id"] and redrawn["instances"] == 1 and used_by(redrawn) == used_by(today)
         chrome.save_screenshot(str(shots / "dashboard-live.png"))
         assert chrome.get_cookie(service.COOKIE)["httpOnly"] is True
         assert chrome.execute_script("return document.cookie") == ""  # the script cannot read the session
 
         chrome.get(f"{base}/dashboard/usage")
-        wait.until(ec.presence_of_element_located((By.ID, "usage-days")))
+        wait.until(lambda d: live_state()[0] == "connected")
+        days = wait.until(lambda d: chart("usage-days-chart"))
+        assert days["type"] == "line" and len(days["labels"]) == 30
+        assert [d["label"] for d in days["datasets"]] == AGENTS  # one line per agent
+        for line in days["datasets"]:
+            assert line["data"] == [0] * 29 + [85000 if line["label"] == "luna" else 0], line["label"]
+        assert used_by(chart("usage-today-chart"))["luna"] == 85000
         chrome.save_screenshot(str(shots / "dashboard-usage.png"))
-    assert {p.name for p in shots.glob("dashboard-*.png")} >= {"dashboard-before.png", "dashboard-live.png"}
+
+        # Usage alone announces nothing; the refused call after it does (budget.exceeded): the page
+        # re-reads itself and both charts are drawn again from the new numbers.
+        assert record_usage(base, tenant.keys["luna"], 8000, 2000).status_code == 201  # 95,000
+        assert record_usage(base, tenant.keys["luna"], 10000, 0).status_code == 429  # refused, not spent
+        wait.until(lambda d: int(live_state()[1] or 0) >= 1)  # budget.exceeded (and the alert it raises)
+        wait.until(lambda d: used_by(chart("usage-today-chart"))["luna"] == 95000)
+        later = chart("usage-days-chart")
+        assert later["id"] != days["id"] and later["datasets"][AGENTS.index("luna")]["data"][-1] == 95000
+        assert later["instances"] == 2  # the two charts of the page, none left over
+        chrome.save_screenshot(str(shots / "dashboard-usage-live.png"))
+        chrome.execute_script("document.getElementById('usage-days').scrollIntoView()")
+        chrome.find_element(By.ID, "usage-days").screenshot(str(shots / "dashboard-usage-days.png"))
+
+        flagged = ("Content Security Policy", "Uncaught", "dashboard charts")  # CSP reports, script errors
+        problems = [e["message"] for e in chrome.get_log("browser") if any(f in e["message"] for f in flagged)]
+        assert problems == []
+    assert {p.name for p in shots.glob("dashboard-*.png")} >= {
+        "dashboard-before.png", "dashboard-live.png", "dashboard-usage.png", "dashboard-usage-live.png",
+        "dashboard-usage-days.png",
+    }  # fmt: skip

@@ -231,7 +231,8 @@ async def handle(request: Request) -> Response:
             ),
             request_id,
         )
-    headers = {**reply.headers, "X-Request-ID": request_id, "Cache-Control": "no-store"}
+    # Nothing is cached unless its reply says so (the dashboard's versioned static files).
+    headers = {"Cache-Control": "no-store", **reply.headers, "X-Request-ID": request_id}
     if isinstance(reply.body, Stream):
         # No proxy may buffer an event stream: each event must reach the client as it is written.
         headers["X-Accel-Buffering"] = "no"

@@ -98,6 +98,12 @@ class NextQuery(Request):
 
 
 class StaticPath(Request):
-    """A file of the dashboard's static folder (its script and its styles)."""
+    """A file of the dashboard's static folder: its script, its styles, the chart library and its licence."""
 
-    name: str = Field(pattern=r"^dashboard\.(js|css)$")
+    name: str = Field(pattern=r"^(dashboard\.(js|css)|chart\.umd\.min\.js|chart\.js\.LICENSE\.md)$")
+
+
+class StaticQuery(Request):
+    """The file's version, as the pages link it (the start of its SHA-256): the answer may then be cached."""
+
+    v: str | None = Field(default=None, max_length=64, pattern=r"^[0-9a-f]+$")

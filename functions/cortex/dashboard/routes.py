@@ -7,7 +7,6 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
-from importlib import resources
 from typing import Any
 from urllib.parse import quote
 
@@ -21,6 +20,7 @@ from cortex.dashboard.models import (
     SignedOut,
     SignIn,
     StaticPath,
+    StaticQuery,
     UsageQuery,
     UsageSeries,
 )
@@ -37,7 +37,13 @@ _PAGE_HEADERS = {
 }
 HEARTBEAT_SECONDS = 15.0
 SIGN_IN = "/dashboard/sign-in"
-_STATIC_TYPES = {"js": "text/javascript; charset=utf-8", "css": "text/css; charset=utf-8"}
+_STATIC_TYPES = {
+    "js": "text/javascript; charset=utf-8",
+    "css": "text/css; charset=utf-8",
+    "md": "text/plain; charset=utf-8",  # the licence: shown as text, never rendered
+}
+# A versioned static URL never changes its content.
+_CACHE_FOREVER = "public, max-age=31536000, immutable"
 
 
 def _secure(call: Call) -> bool:
@@ -98,7 +104,7 @@ async def overview_page(call: Call) -> Reply:
     responses={}, auth=False, absolute=("/dashboard/usage",), media_type="text/html",
 )  # fmt: skip
 async def usage_page(call: Call) -> Reply:
-    """usage_summary (today's budgets) and dashboard_usage (30 days), drawn as SVG."""
+    """usage_summary (today's budgets) and dashboard_usage (30 days), as chart data and tables."""
 
     async def body(session: service.Session, _: dict[str, Any]) -> tuple[str, str]:
         today = await service.read(session.claims, "usage_summary", period="day")
@@ -183,15 +189,20 @@ async def contact_page(call: Call) -> Reply:
 
 
 @router.route(
-    "GET", "/static/<name>", name="dashboard_static", summary="Dashboard: its script and styles",
-    responses={}, path_params=StaticPath, auth=False, absolute=("/dashboard/static/<name>",), media_type="text/*",
+    "GET", "/static/<name>", name="dashboard_static",
+    summary="Dashboard: its script, styles, chart library (Chart.js) and the library's licence",
+    responses={}, path_params=StaticPath, query=StaticQuery, auth=False, absolute=("/dashboard/static/<name>",),
+    media_type="text/*",
+    description="With `v` equal to the file's version (as the pages link it) the answer may be cached for a "
+    "year (a changed file has a new version, hence a new URL); otherwise `Cache-Control: no-cache`.",
 )  # fmt: skip
 async def static_file(call: Call) -> Reply:
     """A file shipped in the package (cortex/dashboard/static), never fetched from elsewhere."""
     name = call.path_as(StaticPath).name
-    text = resources.files("cortex.dashboard").joinpath("static", name).read_text(encoding="utf-8")
+    text, version = views.static_file(name)
+    cache = _CACHE_FOREVER if call.query_as(StaticQuery).v == version else "no-cache"
     media = _STATIC_TYPES[name.rsplit(".", 1)[1]]
-    return Reply(200, Page(text, media), {"X-Content-Type-Options": "nosniff"})
+    return Reply(200, Page(text, media), {"X-Content-Type-Options": "nosniff", "Cache-Control": cache})
 
 
 # --- JSON and events -----------------------------------------------------------------------------

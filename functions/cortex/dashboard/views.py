@@ -1,23 +1,30 @@
-"""The dashboard's HTML, rendered on the server: plain pages, charts as inline SVG.
+"""The dashboard's HTML, rendered on the server: plain pages; the usage charts drawn by Chart.js.
 
-No template engine and no chart library: each page is a few small functions that escape every
-value they print (`_e`), and the charts are SVG drawn here from the numbers, so a page needs no
-script to show its data and nothing is fetched from the network. The one script
-(static/dashboard.js) signs in and keeps the page live.
+No template engine: each page is a few small functions that escape every value they print
+(`_e`). The usage charts (today against budgets, one bar per agent; tokens per day over the last
+30 days, one line per agent) are <canvas> elements that static/dashboard.js draws with the
+vendored Chart.js (static/chart.umd.min.js, no network at run time, no build step) from the
+numbers the page carries as a JSON data block (`chart_data`, escaped so that no value can end the
+element); the same numbers are printed as tables, so a page is readable without any script. The
+neighbourhood graph is SVG drawn here. The page's script also signs in and keeps the page live.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from html import escape
+from importlib import resources
 from typing import Any
 from urllib.parse import quote
 
 URGENCIES = ("urgent", "high", "normal", "low")
-_PALETTE = ("#2563eb", "#16a34a", "#d97706", "#dc2626", "#7c3aed", "#0891b2", "#be185d", "#4b5563")
+# Chart.js 4.6.1, vendored as published on npm (docs/dashboard.md, Charts).
+CHART_LIBRARY = "chart.umd.min.js"
 NAV = (("/dashboard", "Overview"), ("/dashboard/usage", "Usage"), ("/dashboard/graph", "Graph"),
        ("/dashboard/briefing", "Briefing"), ("/dashboard/contacts", "Contacts"))  # fmt: skip
 
@@ -52,8 +59,22 @@ def age(value: Any, now: datetime | None = None) -> str:
     return f"{days} d {hours} h"
 
 
+@functools.cache
+def static_file(name: str) -> tuple[str, str]:
+    """A file of the package's static/ folder (read once per process) and its version: the first
+    12 hex digits of its SHA-256, which the pages put in its URL so that browsers may keep it."""
+    text = resources.files("cortex.dashboard").joinpath("static", name).read_text(encoding="utf-8")
+    return text, hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def static_url(name: str) -> str:
+    """The URL of a static file, with its version (`?v=`): a changed file is a new URL."""
+    return f"/dashboard/static/{name}?v={static_file(name)[1]}"
+
+
 def layout(title: str, body: str, session: Mapping[str, Any] | None, *, live: bool = True) -> str:
-    """A whole page: the header (tenant, agent, navigation, sign-out) and `body` in <main id="live">."""
+    """A whole page: the header (tenant, agent, navigation, sign-out) and `body` in <main id="live">.
+    A body with chart data (`#usage-data`) also loads the chart library, before the page's script."""
     header = ""
     if session is not None:
         links = "".join(f'<a href="{href}">{_e(label)}</a>' for href, label in NAV)
@@ -64,12 +85,14 @@ def layout(title: str, body: str, session: Mapping[str, Any] | None, *, live: bo
             ' <button id="sign-out" type="button">Sign out</button></span></header>'
         )
     live_attr = ' data-live="connecting"' if live and session is not None else ""
+    # Deferred scripts run in document order: Chart is defined when dashboard.js draws.
+    charts = f'<script src="{static_url(CHART_LIBRARY)}" defer></script>' if 'id="usage-data"' in body else ""
     return (
         "<!doctype html>\n"
         f'<html lang="en"><head><meta charset="utf-8"><title>{_e(title)} · Cortex</title>'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        '<link rel="stylesheet" href="/dashboard/static/dashboard.css">'
-        '<script src="/dashboard/static/dashboard.js" defer></script></head>'
+        f'<link rel="stylesheet" href="{static_url("dashboard.css")}">'
+        f'{charts}<script src="{static_url("dashboard.js")}" defer></script></head>'
         f'<body{live_attr}>{header}<main id="live"><h1>{_e(title)}</h1>{body}</main></body></html>'
     )
 
@@ -136,72 +159,83 @@ def alerts(data: Mapping[str, Any], now: datetime | None = None) -> str:
     return f'<section id="alerts"><h2>Open alerts ({_e(data.get("open", 0))})</h2>{table}</section>'
 
 
-def budget_bars(budget_status: Mapping[str, Mapping[str, Any]]) -> str:
-    """Today's usage against the daily budget, one bar per agent (inline SVG)."""
-    names = sorted(budget_status)
-    if not names:
-        return '<p class="empty">no agents</p>'
-    width, row, label, bar = 680, 26, 120, 360
-    bars = []
-    for i, name in enumerate(names):
+def _level(used: int, budget: int) -> str:
+    """How close to its budget an agent is: `ok` to 80 %, `near` to 100 %, `over` beyond (usage
+    without a budget is over it). The bar's colour and the table's share follow it."""
+    if used > budget:
+        return "over"
+    return "near" if 5 * used > 4 * budget else "ok"
+
+
+def today_rows(budget_status: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Today's usage against the daily budget per agent (by name): used, budget, share (None
+    without a budget) and level."""
+    rows = []
+    for name in sorted(budget_status):
         used, budget = int(budget_status[name].get("used", 0)), int(budget_status[name].get("budget", 0))
-        share = used / budget if budget else (1.0 if used else 0.0)
-        filled = min(share, 1.0) * bar
-        colour = "#dc2626" if share > 1 else "#d97706" if share > 0.8 else "#16a34a"
-        y = i * row
-        bars.append(
-            f'<g class="bar" data-agent="{_e(name)}"><text x="0" y="{y + 17}">{_e(name)}</text>'
-            f'<rect x="{label}" y="{y + 4}" width="{bar}" height="16" fill="#e5e7eb"/>'
-            f'<rect x="{label}" y="{y + 4}" width="{filled:.1f}" height="16" fill="{colour}"/>'
-            f'<text x="{label + bar + 10}" y="{y + 17}">{used:,} / {budget:,} ({share:.0%})</text></g>'
-        )
-    height = row * len(names)
+        share = used / budget if budget else None
+        rows.append({"agent": name, "used": used, "budget": budget, "share": share, "level": _level(used, budget)})
+    return rows
+
+
+def day_series(series: Mapping[str, Any]) -> dict[str, Any]:
+    """dashboard_usage as the line chart reads it: the days (oldest first) and each agent's tokens per day."""
+    agents = list(series.get("agents", []))
+    days = [str(p["day"]) for p in agents[0]["series"]] if agents else []
+    return {
+        "time_zone": series.get("time_zone"),
+        "days": days,
+        "agents": [{"agent": a["agent"], "tokens": [int(p["total_tokens"]) for p in a["series"]]} for a in agents],
+    }
+
+
+def chart_data(data: Mapping[str, Any]) -> str:
+    """The charts' numbers as a JSON data block (`#usage-data`) that static/dashboard.js draws from.
+
+    Safe inside HTML: `<`, `>` and `&` are written as JSON escapes (`\\u003c`, ...), so no value (an
+    agent called `</script>`) can end the element or open a comment; JSON.parse reads them back."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return f'<script type="application/json" id="usage-data">{text}</script>'
+
+
+def _share_cell(row: Mapping[str, Any]) -> str:
+    share = "no budget" if row["share"] is None else f"{row['share']:.0%}"
+    return f'<span class="level {row["level"]}">{share}</span>'
+
+
+def budget_chart(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Today's usage against the daily budget, one bar per agent: a canvas the script draws on, and
+    the same numbers as a table (readable without the script)."""
+    if not rows:
+        return '<p class="empty">no agents</p>'
+    table = _table(
+        ("agent", "used today", "daily budget", "share"),
+        [(_e(r["agent"]), f"{r['used']:,}", f"{r['budget']:,}", _share_cell(r)) for r in rows],
+        "no agents",
+        "numbers",
+    )
     return (
-        f'<svg class="chart" role="img" aria-label="usage today against budgets" viewBox="0 0 {width} {height}" '
-        f'width="{width}" height="{height}" font-size="12">{"".join(bars)}</svg>'
+        '<div class="chart-box bars"><canvas id="usage-today-chart" role="img" '
+        'aria-label="tokens used today per agent against its daily budget">'
+        "<p>Tokens used today per agent against its daily budget: the table below has the numbers.</p>"
+        f"</canvas></div>{table}"
     )
 
 
-def usage_lines(series: Mapping[str, Any]) -> str:
-    """Tokens per day per agent over the period, one line each, with a legend (inline SVG)."""
-    agents = [a for a in series.get("agents", [])]
-    days = int(series.get("days", 0))
-    if not agents or days == 0:
+def usage_lines(days: Mapping[str, Any]) -> str:
+    """Tokens per day per agent, one line each: a canvas the script draws on, and the numbers as a
+    table of days by agents (folded away: thirty rows)."""
+    agents, labels = days.get("agents", []), days.get("days", [])
+    if not agents or not labels:
         return '<p class="empty">no usage</p>'
-    width, height, left, bottom = 720, 260, 60, 30
-    peak = max([p["total_tokens"] for a in agents for p in a["series"]] + [100])  # an axis of 0..100 at least
-    scale = 10 ** max(0, len(str(peak)) - 1)
-    top = math.ceil(peak / scale) * scale
-    step = (width - left - 10) / max(days - 1, 1)
-
-    def y(v: float) -> float:
-        return float(height - bottom - (height - bottom - 10) * v / top)
-
-    lines, legend = [], []
-    for i, a in enumerate(agents):
-        colour = _PALETTE[i % len(_PALETTE)]
-        points = " ".join(f"{left + j * step:.1f},{y(p['total_tokens']):.1f}" for j, p in enumerate(a["series"]))
-        lines.append(f'<polyline class="line" data-agent="{_e(a["agent"])}" fill="none" stroke="{colour}" '
-                     f'stroke-width="2" points="{points}"/>')  # fmt: skip
-        # A swatch drawn in SVG: the pages' CSP allows no inline style attributes.
-        legend.append(
-            f'<span class="key"><svg width="10" height="10" aria-hidden="true"><rect width="10" height="10" '
-            f'fill="{colour}"/></svg> {_e(a["agent"])}</span>'
-        )
-    grid = "".join(
-        f'<line x1="{left}" x2="{width - 10}" y1="{y(top * k / 4):.1f}" y2="{y(top * k / 4):.1f}" stroke="#e5e7eb"/>'
-        f'<text x="{left - 6}" y="{y(top * k / 4) + 4:.1f}" text-anchor="end">{int(top * k / 4):,}</text>'
-        for k in range(5)
-    )
-    first, last = agents[0]["series"][0]["day"], agents[0]["series"][-1]["day"]
-    axis = (
-        f'<text x="{left}" y="{height - 8}">{_e(first)}</text>'
-        f'<text x="{width - 10}" y="{height - 8}" text-anchor="end">{_e(last)}</text>'
-    )
+    rows = [(_e(day), *(f"{a['tokens'][i]:,}" for a in agents)) for i, day in enumerate(labels)]
+    table = _table(("day", *(a["agent"] for a in agents)), rows, "no usage", "numbers")
     return (
-        f'<svg class="chart" role="img" aria-label="tokens per day, last {days} days" viewBox="0 0 {width} {height}" '
-        f'width="{width}" height="{height}" font-size="11">{grid}{"".join(lines)}{axis}</svg>'
-        f'<p class="legend">{"".join(legend)}</p>'
+        '<div class="chart-box lines"><canvas id="usage-days-chart" role="img" '
+        f'aria-label="tokens per day per agent, last {len(labels)} days">'
+        f"<p>Tokens per day per agent over the last {len(labels)} days: the table below has the numbers.</p>"
+        f"</canvas></div><details><summary>Tokens per day (table)</summary>{table}</details>"
     )
 
 
@@ -223,21 +257,25 @@ def graph_stats(stats: Mapping[str, Any]) -> str:
 def overview(data: Mapping[str, Any], now: datetime | None = None) -> str:
     """The overview page's body."""
     usage = data["usage"]
+    rows = today_rows(usage.get("budget_status") or {})
     return (
         handoffs_by_urgency(data["handoffs"]["items"], now)
         + alerts(data["alerts"], now)
         + f'<section id="usage-today"><h2>Usage today ({_e(usage.get("time_zone"))})</h2>'
-        + budget_bars(usage.get("budget_status") or {})
+        + budget_chart(rows)
         + '<p><a href="/dashboard/usage">Last 30 days</a></p></section>'
+        + chart_data({"today": rows})
         + graph_stats(data["graph"])
     )
 
 
 def usage(today: Mapping[str, Any], series: Mapping[str, Any]) -> str:
     """The usage page's body: today against budgets, and the last days per agent."""
+    rows, days = today_rows(today.get("budget_status") or {}), day_series(series)
     return (
-        f'<section id="usage-today"><h2>Today</h2>{budget_bars(today.get("budget_status") or {})}</section>'
-        f'<section id="usage-days"><h2>Last {_e(series.get("days"))} days</h2>{usage_lines(series)}</section>'
+        f'<section id="usage-today"><h2>Today ({_e(today.get("time_zone"))})</h2>{budget_chart(rows)}</section>'
+        f'<section id="usage-days"><h2>Last {_e(series.get("days"))} days</h2>{usage_lines(days)}</section>'
+        + chart_data({"today": rows, "days": days})
     )
 
 
