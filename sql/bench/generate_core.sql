@@ -189,7 +189,8 @@ insert into cortex.contacts (tenant_id, id, email, name, company_name, phone, st
 select s.tenant_id, s.id,
        lower(translate(s.first || '.' || s.last, 'üéèáóñ', 'ueeaon')) || '.' || s.seq || '@' || s.domain,
        s.first || ' ' || s.last, s.company,
-       case when random() < 0.4 then '+49 30 ' || lpad((floor(random() * 10000000))::text, 7, '0') end,
+       -- A phone belongs to one contact of a tenant: seq x 7919 (a prime) mod 10^7 never repeats.
+       case when random() < 0.4 then '+49 30 ' || lpad(((s.seq::bigint * 7919) % 10000000)::text, 7, '0') end,
        s.stage,
        w_src.items[1 + floor(random() * 8)::int],
        (array['luna', 'mia', 'anna', 'jasper', null])[1 + floor(random() * 5)::int],
