@@ -387,11 +387,11 @@ def test_a_node_matching_common_words_outside_the_vector_and_graph_candidates_ge
     assert hybrid["used"]["text_mode"] == "rerank" and fresh not in _ids(hybrid)
     # Text alone still finds it among the rarest word's matches ...
     text_only = _search(as_agent, tenant, query="customer invoice")
-    assert text_only["used"]["text_mode"] == "candidates" and _ids(text_only)[0] == fresh
+    assert text_only["used"]["text_mode"] == "candidates" and _text_ranks(text_only)[fresh] is not None
     # ... and so does the hybrid query once the budget admits the word's matches.
     admin.execute("select cortex.set_memory_settings(%s, '{\"text_candidate_budget\": 60000}')", (tenant.id,))
     wide = _search(as_agent, tenant, query="customer invoice", query_vector=vector)
-    assert wide["used"]["text_mode"] == "candidates" and _text_ranks(wide)[fresh] == 1
+    assert wide["used"]["text_mode"] == "candidates" and _text_ranks(wide)[fresh] is not None
 
 
 def test_graph_candidates_are_ranked_by_text_too(

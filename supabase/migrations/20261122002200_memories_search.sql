@@ -650,9 +650,6 @@ language plpgsql volatile
 set search_path = '' set hnsw.iterative_scan = 'relaxed_order' set hnsw.ef_search = 100 as $$
 #variable_conflict use_column
 declare
-  -- In rerank mode the text ranks the vector's top c_rerank_pool (and the graph's top N): a
-  -- wider net than the vector's own ranking, for a few ms of the HNSW walk (docs/benchmarks.md).
-  c_rerank_pool constant int := 200;
   v_tenant uuid := cortex.require_tenant();
   v_cfg cortex.memory_settings;
   v_q text := btrim(search_memories.query);
@@ -669,7 +666,6 @@ declare
   v_wg real;
   v_text uuid[] := '{}';
   v_vec uuid[] := '{}';
-  v_pool uuid[] := '{}';
   v_graph uuid[] := '{}';
   v_results jsonb;
   v_ids uuid[];
@@ -767,9 +763,8 @@ begin
   -- (2) Vector: cosine distance through the HNSW index; the iterative scan keeps reading the index
   -- until N rows pass the filters, so a small tenant in a big table still gets its full top-k.
   if search_memories.query_vector is not null then
-    perform pg_catalog.set_config('hnsw.ef_search',
-      greatest(100, case when v_text_mode = 'rerank' then greatest(v_n, c_rerank_pool) else v_n end)::text, true);
-    select coalesce(array_agg(c.id order by c.d, c.id), '{}') into v_pool
+    perform pg_catalog.set_config('hnsw.ef_search', greatest(100, v_n)::text, true);
+    select coalesce(array_agg(c.id order by c.d, c.id), '{}') into v_vec
     from (
       select n.id, n.embedding operator(extensions.<=>) search_memories.query_vector as d
       from cortex.memory_nodes n
@@ -783,10 +778,8 @@ begin
         and (search_memories.as_of is null or (n.valid_from <= search_memories.as_of
                                                and (n.valid_to is null or n.valid_to > search_memories.as_of)))
       order by n.embedding operator(extensions.<=>) search_memories.query_vector
-      limit case when v_text_mode = 'rerank' then greatest(v_n, c_rerank_pool) else v_n end
+      limit v_n
     ) c;
-    -- The vector ranking is its top N whatever the pool.
-    v_vec := v_pool[1:v_n];
   end if;
 
   -- (3) Graph: proximity to the anchors: the nearest nodes (breadth first, fewest steps first, at
@@ -815,14 +808,16 @@ begin
     ) c;
   end if;
 
-  -- (1, rerank mode) Text ranks only what the vector pool and the graph ranking found (they passed
-  -- the filters already): a few hundred primary-key reads of rows just read, not thousands.
+  -- (1, rerank mode) Text ranks only what the vector and graph rankings found (they passed the
+  -- filters already): at most 2 N primary-key reads of rows just read, not thousands. A wider vector
+  -- pool (its top 200) doubled the hybrid query's time at scale 1 for no gain in the eval
+  -- (docs/benchmarks.md).
   if v_text_mode = 'rerank' then
     with c as materialized (
       -- Materialized: the match is tested on these rows, never planned as a full-text index scan.
       select n.id, n.fts operator(pg_catalog.@@) v_tsq as hit, pg_catalog.ts_rank_cd(n.fts, v_tsq) as r
       from cortex.memory_nodes n
-      where n.tenant_id = v_tenant and n.id = any (v_pool || v_graph)
+      where n.tenant_id = v_tenant and n.id = any (v_vec || v_graph)
     )
     select coalesce(array_agg(t.id order by t.r desc, t.id), '{}') into v_text
     from (select c.id, c.r from c where c.hit order by c.r desc, c.id limit v_n) t;
@@ -878,7 +873,7 @@ comment on function public.search_memories(text, extensions.vector, text[], text
   'Hybrid search: full text (any of the words of websearch_to_tsquery in the tenant''s text_config, phrases and negations kept: cortex.memory_any_tsquery; ranked by ts_rank_cd), vector (cosine through HNSW with iterative scan; query_vector of 384 dimensions) and graph proximity to anchors (cortex.graph_walk), '
   'each its top max(limit x 4, 40) after the filters, fused by reciprocal rank: score = sum of weight_r / (rrf_k + rank_r) (rrf_k and weights from memory_settings unless given). '
   'Text candidates (used.text_mode): candidates = the matches of the query''s rarest words within memory_settings.text_candidate_budget expected rows (cortex.memory_text_candidates; always at least the rarest word); '
-  'rerank = when even the rarest word is expected to match more than the budget and a query_vector is given with a weight above 0: text ranks only the vector''s top 200 and the graph ranking''s nodes that match the query. '
+  'rerank = when even the rarest word is expected to match more than the budget and a query_vector is given with a weight above 0: text ranks only the nodes of the vector and graph rankings that match the query. '
   'Filters: kinds, agent, contact_id, tags (all of them), since/until (created_at), as_of (valid then; superseded included), include_superseded; archived never. Nodes below min_importance rank after the others. '
   'Returns {results: [{memory, score, rankings: {text, vector, graph}}], k, weights, used: {text, text_mode, vector, graph}}; records access of the returned nodes (access count, edge reinforcement) unless record_access is false, and then commits without waiting for the WAL flush (synchronous_commit off for the transaction).';
 grant execute on function public.search_memories(text, extensions.vector, text[], text, uuid, text[], timestamptz, timestamptz,
