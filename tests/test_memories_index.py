@@ -173,7 +173,7 @@ def test_provider_none_skips_embeddings_links_names_and_text_search_still_works(
     with as_agent(tenant, "mia") as conn:
         found = call(conn, "search_memories", query="invoices euros")
     assert [r["memory"]["id"] for r in found["results"]] == [a]
-    assert found["used"] == {"text": True, "vector": False, "graph": False}
+    assert found["used"] == {"text": True, "text_mode": "candidates", "vector": False, "graph": False}
 
 
 def test_inserting_nodes_wakes_the_worker_with_an_empty_signal(dsn: str, admin: Any, tenant: Tenant) -> None:

@@ -88,7 +88,7 @@ def test_results_fuse_the_rankings_by_reciprocal_rank_and_say_which_found_them(
         out = call(conn, "search_memories", query="email", query_vector=_vec("how does John like to be contacted"),
                    anchors=[world["contact"]], **{"limit": 10})  # fmt: skip
     assert out["k"] == 5 and out["weights"] == {"text": 0.5, "vector": 1, "graph": 0.25}
-    assert out["used"] == {"text": True, "vector": True, "graph": True}
+    assert out["used"] == {"text": True, "text_mode": "candidates", "vector": True, "graph": True}
     results = out["results"]
     assert results[0]["memory"]["id"] == world["email"]
     assert results[0]["rankings"]["text"] is not None and results[0]["rankings"]["vector"] is not None
@@ -302,6 +302,143 @@ def test_search_ranks_candidates_by_every_word_of_the_query(admin: Any, tenant: 
     assert found[:2] == [best, rare_only]
 
 
+def test_text_candidates_report_the_rows_they_are_expected_to_match(
+    admin: Any, tenant: Tenant, as_agent: AsAgent
+) -> None:
+    admin.execute(
+        "insert into cortex.memory_lexemes (tenant_id, lexeme, ndoc) values (%(t)s, 'invoic', 900), "
+        "(%(t)s, 'custom', 5000), (%(t)s, 'refund', 300)",
+        {"t": tenant.id},
+    )
+
+    def plan(query: str, budget: int) -> tuple[str | None, int | None]:
+        with as_agent(tenant, "luna") as conn:
+            row = conn.execute(
+                "select query::text, expected from cortex.memory_text_candidates(%s, 'english', %s, %s)",
+                (tenant.id, query, budget),
+            ).fetchone()
+        return row[0], row[1]
+
+    assert plan("customer invoice refund", 10000) == ("'custom' | 'invoic' | 'refund'", 6200)
+    assert plan("customer invoice refund", 1500) == ("'invoic' | 'refund'", 1200)
+    # Over the budget only when the rarest word alone is: the signal for search_memories' rerank mode.
+    assert plan("customer invoice", 100) == ("'invoic'", 900)
+    assert plan("narwhal customer", 100) == ("'narwhal'", 0)  # a word never counted is expected nowhere
+    assert plan("-invoice", 100) == ("!'invoic'", None)  # negations only: unknown
+    # The tsquery-only form is the same query.
+    with as_agent(tenant, "luna") as conn:
+        assert _candidates(conn, tenant, "customer invoice", 100) == "'invoic'"
+
+
+@pytest.fixture
+def common_words(admin: Any, tenant: Tenant, dsn: str) -> dict[str, str]:
+    """A tenant whose words 'invoice' and 'customer' are common (its term statistics say so) and whose
+    text budget is 100, with four embedded memories and one just written (not embedded yet)."""
+    ids = {
+        "paid": _insert(admin, tenant, "The customer invoice was paid late", "Invoice 17 for the customer."),
+        "terms": _insert(admin, tenant, "Invoice payment terms are thirty days"),
+        "reminder": _insert(admin, tenant, "Send a payment reminder after two weeks"),
+        "parking": _insert(admin, tenant, "Customer parking is behind the building"),
+    }
+    _index(dsn)
+    ids["fresh"] = _insert(admin, tenant, "Customer invoice disputed", "The customer disputes invoice 18.")
+    admin.execute(
+        "insert into cortex.memory_lexemes (tenant_id, lexeme, ndoc) values (%(t)s, 'invoic', 50000), "
+        "(%(t)s, 'custom', 90000)",
+        {"t": tenant.id},
+    )
+    admin.execute("select cortex.set_memory_settings(%s, '{\"text_candidate_budget\": 100}')", (tenant.id,))
+    return ids
+
+
+def _search(as_agent: AsAgent, tenant: Tenant, **args: Any) -> dict[str, Any]:
+    with as_agent(tenant, "luna") as conn:
+        out: dict[str, Any] = call(conn, "search_memories", record_access=False, **args)
+    return out
+
+
+def _text_ranks(out: dict[str, Any]) -> dict[str, int | None]:
+    return {r["memory"]["id"]: r["rankings"]["text"] for r in out["results"]}
+
+
+def test_a_hybrid_query_of_common_words_ranks_text_only_among_the_vector_candidates(
+    common_words: dict[str, str], tenant: Tenant, as_agent: AsAgent
+) -> None:
+    vector = _vec("invoice payment terms and reminders")
+    out = _search(as_agent, tenant, query="customer invoice", query_vector=vector, **{"limit": 20})
+    vector_only = _search(as_agent, tenant, query_vector=vector, **{"limit": 20})
+    assert out["used"]["text_mode"] == "rerank" and vector_only["used"]["text_mode"] is None
+    text = _text_ranks(out)
+    # The vector's nodes, re-weighted: those holding the words get a text rank, the best match first.
+    assert set(text) == set(_ids(vector_only))
+    assert text[common_words["paid"]] == 1
+    assert text[common_words["terms"]] is not None and text[common_words["parking"]] is not None
+    assert text[common_words["reminder"]] is None
+    paid = next(r for r in out["results"] if r["memory"]["id"] == common_words["paid"])
+    assert paid["score"] == pytest.approx(1 / (5 + paid["rankings"]["vector"]) + 0.5 / (5 + 1), abs=1e-6)
+
+
+def test_a_node_matching_common_words_outside_the_vector_and_graph_candidates_gets_no_text_rank(
+    common_words: dict[str, str], admin: Any, tenant: Tenant, as_agent: AsAgent
+) -> None:
+    vector = _vec("a customer disputes an invoice")
+    fresh = common_words["fresh"]  # the best text match, but not embedded: no vector candidate
+    hybrid = _search(as_agent, tenant, query="customer invoice", query_vector=vector)
+    assert hybrid["used"]["text_mode"] == "rerank" and fresh not in _ids(hybrid)
+    # Text alone still finds it among the rarest word's matches ...
+    text_only = _search(as_agent, tenant, query="customer invoice")
+    assert text_only["used"]["text_mode"] == "candidates" and _text_ranks(text_only)[fresh] is not None
+    # ... and so does the hybrid query once the budget admits the word's matches.
+    admin.execute("select cortex.set_memory_settings(%s, '{\"text_candidate_budget\": 60000}')", (tenant.id,))
+    wide = _search(as_agent, tenant, query="customer invoice", query_vector=vector)
+    assert wide["used"]["text_mode"] == "candidates" and _text_ranks(wide)[fresh] is not None
+
+
+def test_graph_candidates_are_ranked_by_text_too(
+    common_words: dict[str, str], admin: Any, tenant: Tenant, as_agent: AsAgent
+) -> None:
+    admin.execute(
+        "insert into cortex.memory_edges (tenant_id, source_id, relation, target_id, weight) "
+        "values (%s, %s, 'relates_to', %s, 0.9)",
+        (tenant.id, common_words["reminder"], common_words["fresh"]),
+    )
+    out = _search(as_agent, tenant, query="customer invoice", query_vector=_vec("a customer disputes an invoice"),
+                  anchors=[common_words["reminder"]], anchor_depth=1)  # fmt: skip
+    fresh = next(r for r in out["results"] if r["memory"]["id"] == common_words["fresh"])
+    assert out["used"]["text_mode"] == "rerank"
+    assert fresh["rankings"]["vector"] is None and fresh["rankings"]["graph"] == 1
+    assert fresh["rankings"]["text"] is not None  # found by the graph, ranked by text as well
+
+
+def test_selective_words_and_text_only_queries_keep_the_candidates_path(
+    common_words: dict[str, str], tenant: Tenant, as_agent: AsAgent
+) -> None:
+    vector = _vec("invoice payment terms and reminders")
+    # 'reminder' is not common: its matches fit the budget, so text searches the whole tenant.
+    rare = _search(as_agent, tenant, query="customer reminder", query_vector=vector)
+    assert rare["used"]["text_mode"] == "candidates" and _text_ranks(rare)[common_words["reminder"]] == 1
+    # Text only: the rarest word's matches, as before (the fresh node, not embedded, among them).
+    text_only = _search(as_agent, tenant, query="customer invoice")
+    assert text_only["used"]["text_mode"] == "candidates"
+    assert set(_ids(text_only)) == {common_words[k] for k in ("paid", "terms", "fresh")}
+    # A vector with weight 0 is no ranking to lean on: the text ranking stands alone.
+    silent = _search(as_agent, tenant, query="customer invoice", query_vector=vector, weight_vector=0)
+    assert silent["used"]["text_mode"] == "candidates" and common_words["fresh"] in _ids(silent)
+    assert _search(as_agent, tenant, query_vector=vector)["used"]["text_mode"] is None
+
+
+def test_the_text_budget_is_a_setting_checked_by_range(admin: Any, tenant: Tenant) -> None:
+    assert admin.execute("select text_candidate_budget as b from cortex.memory_settings where tenant_id = %s",
+                         (tenant.id,)).fetchone()["b"] == 2000  # fmt: skip
+    row = admin.execute("select cortex.set_memory_settings(%s, '{\"text_candidate_budget\": 50}') as s", (tenant.id,))
+    assert row.fetchone()["s"]["text_candidate_budget"] == 50
+    for bad in (0, 1000001):
+        with pytest.raises(psycopg.Error) as err:
+            admin.execute("select cortex.set_memory_settings(%s, %s)",
+                          (tenant.id, f'{{"text_candidate_budget": {bad}}}'))  # fmt: skip
+        assert err.value.diag.sqlstate == "22023" and err.value.diag.column_name == "text_candidate_budget"
+
+
 def test_term_statistics_of_another_tenant_are_invisible(
     admin: Any, tenant: Tenant, other_tenant: Tenant, as_agent: AsAgent
 ) -> None:
@@ -440,7 +577,8 @@ def test_http_search_embeds_the_query_in_the_api(world: dict[str, str], client: 
     )
     assert res.status_code == 200, res.text
     body = res.json()
-    assert body["used"] == {"text": True, "vector": True, "graph": False} and body["weights"]["graph"] == 0
+    assert body["used"] == {"text": True, "text_mode": "candidates", "vector": True, "graph": False}
+    assert body["weights"]["graph"] == 0
     top = body["results"][0]
     assert top["memory"]["id"] == world["email"] and top["rankings"]["vector"] == 1
     vector = embeddings.embed_texts(["Acme compostable lids"])[0]

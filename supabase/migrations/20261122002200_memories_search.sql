@@ -22,6 +22,11 @@ alter table cortex.memory_settings
 comment on column cortex.memory_settings.contradiction_cosine is
   'Auto-linker: two facts, preferences or decisions at least this similar, with different numbers or opposite negation, are flagged as a likely contradiction.';
 
+alter table cortex.memory_settings
+  add column text_candidate_budget int not null default 2000 check (text_candidate_budget between 1 and 1000000);
+comment on column cortex.memory_settings.text_candidate_budget is
+  'search_memories: the text matches a query may read and rank (expected, by cortex.memory_lexemes). When even the query''s rarest word is expected to match more and a query vector is given, text only re-ranks the vector and graph candidates (used.text_mode rerank).';
+
 -- The auto-linker looks names up here: one index probe per candidate word group of a node, not a
 -- scan of every entity per node.
 create index memory_nodes_entity_names on cortex.memory_nodes (tenant_id, lower(title))
@@ -574,9 +579,9 @@ comment on function cortex.memory_any_tsquery(regconfig, text) is
   'A query of negations only is websearch''s as it is.';
 grant execute on function cortex.memory_any_tsquery(regconfig, text) to authenticated, service_role;
 
-create or replace function cortex.memory_candidate_tsquery(
+create or replace function cortex.memory_text_candidates(
   p_tenant_id uuid, p_config regconfig, p_query text, p_budget int
-) returns tsquery
+) returns table (query tsquery, expected bigint)
 language sql stable parallel safe set search_path = '' as $$
   -- A phrase is as rare as its rarest word; a word not counted is rarer than any counted one.
   with ops as (
@@ -592,18 +597,34 @@ language sql stable parallel safe set search_path = '' as $$
     from ops x where not x.neg
     window w as (order by x.df, x.ord)
   ),
+  kept as (
+    select r.op, r.ord, r.upto from ranked r where r.upto <= p_budget or r.pos = 1
+  ),
   parts as (
-    select (select string_agg(r.op, ' | ' order by r.ord) from ranked r where r.upto <= p_budget or r.pos = 1) as anyof,
+    select (select string_agg(k.op, ' | ' order by k.ord) from kept k) as anyof,
+           (select max(k.upto) from kept k) as expected,
            (select string_agg(x.op, ' & ' order by x.ord) from ops x where x.neg) as noneof
   )
   select case when p.anyof is null then pg_catalog.websearch_to_tsquery(p_config, p_query)
               else (case when p.noneof is null then '( ' || p.anyof || ' )'
-                         else '( ' || p.anyof || ' ) & ' || p.noneof end)::tsquery end
+                         else '( ' || p.anyof || ' ) & ' || p.noneof end)::tsquery end,
+         p.expected::bigint
   from parts p
 $$;
+comment on function cortex.memory_text_candidates(uuid, regconfig, text, int) is
+  'The query that picks search_memories'' text candidates in a tenant, and how many rows it is expected to match: memory_any_tsquery''s operands, rarest first (cortex.memory_lexemes), as many as keep the expected matches under p_budget '
+  '(always at least the rarest), with the negations kept. expected = the summed counts of the operands kept (above p_budget only when the rarest alone is; a word not counted is 0); null for a query of negations only (websearch''s query as it is). '
+  'The query equals memory_any_tsquery when every operand fits the budget.';
+grant execute on function cortex.memory_text_candidates(uuid, regconfig, text, int) to authenticated, service_role;
+
+create or replace function cortex.memory_candidate_tsquery(
+  p_tenant_id uuid, p_config regconfig, p_query text, p_budget int
+) returns tsquery
+language sql stable parallel safe set search_path = '' as $$
+  select c.query from cortex.memory_text_candidates(p_tenant_id, p_config, p_query, p_budget) c
+$$;
 comment on function cortex.memory_candidate_tsquery(uuid, regconfig, text, int) is
-  'The query that picks search_memories'' text candidates in a tenant: memory_any_tsquery''s operands, rarest first (cortex.memory_lexemes), as many as keep the expected matches under p_budget '
-  '(always at least the rarest), with the negations kept. Equals memory_any_tsquery when every operand fits the budget.';
+  'The query part of cortex.memory_text_candidates: the operands of memory_any_tsquery, rarest first, as many as keep the expected matches under p_budget (always at least the rarest), negations kept.';
 grant execute on function cortex.memory_candidate_tsquery(uuid, regconfig, text, int) to authenticated, service_role;
 
 create or replace function public.search_memories(
@@ -629,12 +650,13 @@ language plpgsql volatile
 set search_path = '' set hnsw.iterative_scan = 'relaxed_order' set hnsw.ef_search = 100 as $$
 #variable_conflict use_column
 declare
-  -- Expected text matches a query may read (see cortex.memory_candidate_tsquery).
-  c_text_candidates constant int := 2000;
   v_tenant uuid := cortex.require_tenant();
   v_cfg cortex.memory_settings;
   v_q text := btrim(search_memories.query);
   v_tsq tsquery;
+  v_candidates tsquery;
+  v_expected bigint;
+  v_text_mode text;
   v_n int;
   v_statuses text[];
   v_tags text[];
@@ -704,6 +726,15 @@ begin
     -- Any of the words: a natural question rarely holds all of them (see cortex.memory_any_tsquery).
     v_tsq := cortex.memory_any_tsquery(v_cfg.text_config, v_q);
     if numnode(v_tsq) > 0 then
+      select c.query, c.expected into v_candidates, v_expected
+      from cortex.memory_text_candidates(v_tenant, v_cfg.text_config, v_q, v_cfg.text_candidate_budget) c;
+      -- Even the rarest word is common: reading and ranking its matches is thousands of random
+      -- heap reads. With a vector ranking that counts, text only re-ranks its candidates (below,
+      -- after the vector and graph rankings); without one, the rarest word's matches it is.
+      v_text_mode := case when v_expected > v_cfg.text_candidate_budget and search_memories.query_vector is not null
+                               and v_wv > 0 then 'rerank' else 'candidates' end;
+    end if;
+    if v_text_mode = 'candidates' then
       -- EXECUTE: planned for this query's words (a cached generic plan cannot know that they are
       -- rare and reads the whole tenant); candidates by the rarest words, ranked by all of them.
       execute $q$
@@ -723,7 +754,7 @@ begin
           limit $12
         ) c $q$
       into v_text
-      using v_tenant, v_tsq, cortex.memory_candidate_tsquery(v_tenant, v_cfg.text_config, v_q, c_text_candidates),
+      using v_tenant, v_tsq, v_candidates,
             v_statuses, search_memories.kinds, search_memories.agent, search_memories.contact_id, v_tags,
             search_memories.since, search_memories."until", search_memories.as_of, v_n;
     end if;
@@ -777,6 +808,21 @@ begin
     ) c;
   end if;
 
+  -- (1, rerank mode) Text ranks only what the vector and graph rankings found (they passed the
+  -- filters already): at most 2 N primary-key reads of rows just read, not thousands. A wider vector
+  -- pool (its top 200) doubled the hybrid query's time at scale 1 for no gain in the eval
+  -- (docs/benchmarks.md).
+  if v_text_mode = 'rerank' then
+    with c as materialized (
+      -- Materialized: the match is tested on these rows, never planned as a full-text index scan.
+      select n.id, n.fts operator(pg_catalog.@@) v_tsq as hit, pg_catalog.ts_rank_cd(n.fts, v_tsq) as r
+      from cortex.memory_nodes n
+      where n.tenant_id = v_tenant and n.id = any (v_vec || v_graph)
+    )
+    select coalesce(array_agg(t.id order by t.r desc, t.id), '{}') into v_text
+    from (select c.id, c.r from c where c.hit order by c.r desc, c.id limit v_n) t;
+  end if;
+
   -- Reciprocal rank fusion. Nodes below min_importance come after all others (still findable).
   with ranked as (
     select r.id, min(r.rt)::int as rt, min(r.rv)::int as rv, min(r.rg)::int as rg
@@ -818,6 +864,7 @@ begin
     'results', v_results, 'k', v_cfg.rrf_k,
     'weights', jsonb_build_object('text', v_wt, 'vector', v_wv, 'graph', v_wg),
     'used', jsonb_build_object('text', v_tsq is not null and numnode(v_tsq) > 0,
+                               'text_mode', v_text_mode,
                                'vector', search_memories.query_vector is not null,
                                'graph', coalesce(cardinality(search_memories.anchors), 0) > 0));
 end $$;
@@ -825,8 +872,10 @@ comment on function public.search_memories(text, extensions.vector, text[], text
   timestamptz, boolean, uuid[], int, int, real, real, real, boolean) is
   'Hybrid search: full text (any of the words of websearch_to_tsquery in the tenant''s text_config, phrases and negations kept: cortex.memory_any_tsquery; ranked by ts_rank_cd), vector (cosine through HNSW with iterative scan; query_vector of 384 dimensions) and graph proximity to anchors (cortex.graph_walk), '
   'each its top max(limit x 4, 40) after the filters, fused by reciprocal rank: score = sum of weight_r / (rrf_k + rank_r) (rrf_k and weights from memory_settings unless given). '
+  'Text candidates (used.text_mode): candidates = the matches of the query''s rarest words within memory_settings.text_candidate_budget expected rows (cortex.memory_text_candidates; always at least the rarest word); '
+  'rerank = when even the rarest word is expected to match more than the budget and a query_vector is given with a weight above 0: text ranks only the nodes of the vector and graph rankings that match the query. '
   'Filters: kinds, agent, contact_id, tags (all of them), since/until (created_at), as_of (valid then; superseded included), include_superseded; archived never. Nodes below min_importance rank after the others. '
-  'Returns {results: [{memory, score, rankings: {text, vector, graph}}], k, weights, used}; records access of the returned nodes (access count, edge reinforcement) unless record_access is false, and then commits without waiting for the WAL flush (synchronous_commit off for the transaction).';
+  'Returns {results: [{memory, score, rankings: {text, vector, graph}}], k, weights, used: {text, text_mode, vector, graph}}; records access of the returned nodes (access count, edge reinforcement) unless record_access is false, and then commits without waiting for the WAL flush (synchronous_commit off for the transaction).';
 grant execute on function public.search_memories(text, extensions.vector, text[], text, uuid, text[], timestamptz, timestamptz,
   timestamptz, boolean, uuid[], int, int, real, real, real, boolean) to authenticated;
 

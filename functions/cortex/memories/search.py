@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from pydantic import Field, StringConstraints, field_validator
@@ -103,6 +103,12 @@ class RankingsUsed(Response):
     """Which rankings ran (vector: false without a vector, e.g. CORTEX_EMBEDDINGS=none)."""
 
     text: bool
+    text_mode: Literal["candidates", "rerank"] | None = Field(
+        default=None,
+        description="How text found its candidates: `candidates` = the matches of the query's rarest words "
+        "(within the tenant's text_candidate_budget); `rerank` = the words are all common and a vector was given, "
+        "so text only ranks the vector and graph candidates. Null without a text query.",
+    )
     vector: bool
     graph: bool
 
