@@ -482,8 +482,9 @@ begin
   if pg_catalog.current_setting('transaction_read_only') = 'on' or coalesce(cardinality(p_node_ids), 0) = 0 then
     return 0;
   end if;
+  -- (select ...): the claims are read once, not once per row (a briefing records 50-100 rows).
   insert into cortex.memory_access (tenant_id, node_id, agent)
-  select p_tenant_id, d.id, cortex.current_agent() from (select distinct unnest(p_node_ids) as id) d
+  select p_tenant_id, d.id, (select cortex.current_agent()) from (select distinct unnest(p_node_ids) as id) d
   where d.id is not null;
   get diagnostics v_n = row_count;
   return v_n;
