@@ -266,14 +266,19 @@ def test_term_statistics_count_shared_active_memories_only_and_keep_common_words
     )
 
 
-def test_text_candidates_come_from_the_rarest_words_within_the_budget_and_keep_negations(
-    admin: Any, tenant: Tenant, as_agent: AsAgent
-) -> None:
+def _count_three_words(admin: Any, tenant: Tenant) -> None:
+    """Term statistics as the hourly count would leave them: customer 5,000, invoice 900, refund 300."""
     admin.execute(
         "insert into cortex.memory_lexemes (tenant_id, lexeme, ndoc) values (%(t)s, 'invoic', 900), "
         "(%(t)s, 'custom', 5000), (%(t)s, 'refund', 300)",
         {"t": tenant.id},
     )
+
+
+def test_text_candidates_come_from_the_rarest_words_within_the_budget_and_keep_negations(
+    admin: Any, tenant: Tenant, as_agent: AsAgent
+) -> None:
+    _count_three_words(admin, tenant)
     with as_agent(tenant, "luna") as conn:
         # Everything fits a big budget: the any-word query itself.
         assert _candidates(conn, tenant, "customer invoice refund", 10000) == "'custom' | 'invoic' | 'refund'"
@@ -305,11 +310,7 @@ def test_search_ranks_candidates_by_every_word_of_the_query(admin: Any, tenant: 
 def test_text_candidates_report_the_rows_they_are_expected_to_match(
     admin: Any, tenant: Tenant, as_agent: AsAgent
 ) -> None:
-    admin.execute(
-        "insert into cortex.memory_lexemes (tenant_id, lexeme, ndoc) values (%(t)s, 'invoic', 900), "
-        "(%(t)s, 'custom', 5000), (%(t)s, 'refund', 300)",
-        {"t": tenant.id},
-    )
+    _count_three_words(admin, tenant)
 
     def plan(query: str, budget: int) -> tuple[str | None, int | None]:
         with as_agent(tenant, "luna") as conn:
