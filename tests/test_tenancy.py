@@ -633,3 +633,12 @@ def test_get_me_over_http_names_the_keys_agent_and_refuses_a_wrong_key(client: T
     assert me.json()["agent"] == "luna" and me.json()["tenant_id"] == tenant.id and me.json()["can_write"] is True
     assert wrong.status_code == 401 and wrong.json()["error"]["field"] == "Authorization"
     assert none.status_code == 401
+
+
+def test_the_guard_reads_supabase_custom_claims_under_app_metadata(dsn: str, tenant: Tenant) -> None:
+    """PostgREST with Supabase custom claims: tenant and agent under app_metadata, not top level."""
+    claims = {"role": "authenticated", "sub": "user-1", "app_metadata": {"tenant_id": tenant.id, "agent": "mia"}}
+    with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
+        become(conn, claims)
+        me = call(conn, "whoami")
+    assert me["tenant_id"] == tenant.id and me["agent"] == "mia"
