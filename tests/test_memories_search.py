@@ -187,6 +187,28 @@ def test_nodes_below_min_importance_rank_after_all_others(admin: Any, tenant: Te
     assert out["results"][1]["rankings"]["text"] == 1  # the better match, ranked last for its importance
 
 
+def test_a_search_by_vector_alone_takes_its_top_limit_and_fills_it_below_min_importance_last(
+    admin: Any, tenant: Tenant, as_agent: AsAgent
+) -> None:
+    query = _vec("parking permit renewal")
+    ids = {}
+    for name, importance, text in (("nearest_low", 0.1, "parking permit renewal"), ("near_high", 0.6, "parking permit"),
+                                   ("far_high", 0.6, "quarterly invoice run"), ("far_low", 0.1, "lunch menu")):  # fmt: skip
+        ids[name] = _insert(admin, tenant, text, importance=importance)
+        admin.execute("update cortex.memory_nodes set embedding = %s::extensions.vector where id = %s",
+                      (_vec(text), ids[name]))  # fmt: skip
+    with as_agent(tenant, "luna") as conn:
+        one = call(conn, "search_memories", query_vector=query, limit=1)
+        three = call(conn, "search_memories", query_vector=query, limit=3)
+        four = call(conn, "search_memories", query_vector=query, limit=4)
+    # The nearest node is below min_importance: with one place, a node above it takes it.
+    assert _ids(one) == [ids["near_high"]]
+    # Only two are above: the third place goes to the nearest of the others.
+    assert _ids(three) == [ids["near_high"], ids["far_high"], ids["nearest_low"]]
+    assert _ids(four) == [ids["near_high"], ids["far_high"], ids["nearest_low"], ids["far_low"]]
+    assert [r["rankings"]["vector"] for r in four["results"]] == [1, 2, 3, 4]
+
+
 # --- isolation and access ----------------------------------------------------------------------------
 
 

@@ -669,6 +669,9 @@ declare
   v_graph uuid[] := '{}';
   v_results jsonb;
   v_ids uuid[];
+  v_single boolean;
+  v_vn int;
+  v_pass int;
 begin
   -- Validate everything first.
   if search_memories.query is not null and v_q = '' then
@@ -761,25 +764,35 @@ begin
   end if;
 
   -- (2) Vector: cosine distance through the HNSW index; the iterative scan keeps reading the index
-  -- until N rows pass the filters, so a small tenant in a big table still gets its full top-k.
+  -- until enough rows pass the filters, so a small tenant in a big table still gets its full top-k.
   if search_memories.query_vector is not null then
-    perform pg_catalog.set_config('hnsw.ef_search', greatest(100, v_n)::text, true);
-    select coalesce(array_agg(c.id order by c.d, c.id), '{}') into v_vec
-    from (
-      select n.id, n.embedding operator(extensions.<=>) search_memories.query_vector as d
-      from cortex.memory_nodes n
-      where n.tenant_id = v_tenant and n.embedding is not null and n.status = any (v_statuses)
-        and (search_memories.kinds is null or n.kind = any (search_memories.kinds))
-        and (search_memories.agent is null or n.source_agent = search_memories.agent)
-        and (search_memories.contact_id is null or n.contact_id = search_memories.contact_id)
-        and (v_tags is null or n.tags @> v_tags)
-        and (search_memories.since is null or n.created_at >= search_memories.since)
-        and (search_memories."until" is null or n.created_at < search_memories."until")
-        and (search_memories.as_of is null or (n.valid_from <= search_memories.as_of
-                                               and (n.valid_to is null or n.valid_to > search_memories.as_of)))
-      order by n.embedding operator(extensions.<=>) search_memories.query_vector
-      limit v_n
-    ) c;
+    -- Alone (no text ranking, no anchors) nothing is fused, so the top `limit` is the answer: the
+    -- walk stops at `limit` rows, not 4x that (a 1 % tenant reads ~100 other tenants' rows per own
+    -- row: docs/benchmarks.md). Its first pass takes the nodes at or above min_importance, so a
+    -- second one only fills what they leave with the others (ranked after all, as in fusion).
+    v_single := v_text_mode is null and coalesce(cardinality(search_memories.anchors), 0) = 0;
+    v_vn := case when v_single then search_memories."limit" else v_n end;
+    perform pg_catalog.set_config('hnsw.ef_search', greatest(100, v_vn)::text, true);
+    for v_pass in 1..case when v_single then 2 else 1 end loop
+      exit when v_pass = 2 and cardinality(v_vec) >= v_vn;
+      select v_vec || coalesce(array_agg(c.id order by c.d, c.id), '{}') into v_vec
+      from (
+        select n.id, n.embedding operator(extensions.<=>) search_memories.query_vector as d
+        from cortex.memory_nodes n
+        where n.tenant_id = v_tenant and n.embedding is not null and n.status = any (v_statuses)
+          and (not v_single or (n.importance >= v_cfg.min_importance) = (v_pass = 1))
+          and (search_memories.kinds is null or n.kind = any (search_memories.kinds))
+          and (search_memories.agent is null or n.source_agent = search_memories.agent)
+          and (search_memories.contact_id is null or n.contact_id = search_memories.contact_id)
+          and (v_tags is null or n.tags @> v_tags)
+          and (search_memories.since is null or n.created_at >= search_memories.since)
+          and (search_memories."until" is null or n.created_at < search_memories."until")
+          and (search_memories.as_of is null or (n.valid_from <= search_memories.as_of
+                                                 and (n.valid_to is null or n.valid_to > search_memories.as_of)))
+        order by n.embedding operator(extensions.<=>) search_memories.query_vector
+        limit v_vn - cardinality(v_vec)
+      ) c;
+    end loop;
   end if;
 
   -- (3) Graph: proximity to the anchors: the nearest nodes (breadth first, fewest steps first, at
@@ -871,7 +884,7 @@ end $$;
 comment on function public.search_memories(text, extensions.vector, text[], text, uuid, text[], timestamptz, timestamptz,
   timestamptz, boolean, uuid[], int, int, real, real, real, boolean) is
   'Hybrid search: full text (any of the words of websearch_to_tsquery in the tenant''s text_config, phrases and negations kept: cortex.memory_any_tsquery; ranked by ts_rank_cd), vector (cosine through HNSW with iterative scan; query_vector of 384 dimensions) and graph proximity to anchors (cortex.graph_walk), '
-  'each its top max(limit x 4, 40) after the filters, fused by reciprocal rank: score = sum of weight_r / (rrf_k + rank_r) (rrf_k and weights from memory_settings unless given). '
+  'each its top max(limit x 4, 40) after the filters (a search by query_vector alone, with nothing to fuse: the vector''s top limit, those at or above min_importance first, the others only filling the rest), fused by reciprocal rank: score = sum of weight_r / (rrf_k + rank_r) (rrf_k and weights from memory_settings unless given). '
   'Text candidates (used.text_mode): candidates = the matches of the query''s rarest words within memory_settings.text_candidate_budget expected rows (cortex.memory_text_candidates; always at least the rarest word); '
   'rerank = when even the rarest word is expected to match more than the budget and a query_vector is given with a weight above 0: text ranks only the nodes of the vector and graph rankings that match the query. '
   'Filters: kinds, agent, contact_id, tags (all of them), since/until (created_at), as_of (valid then; superseded included), include_superseded; archived never. Nodes below min_importance rank after the others. '
