@@ -192,8 +192,9 @@ def test_a_search_by_vector_alone_takes_its_top_limit_and_fills_it_below_min_imp
 ) -> None:
     query = _vec("parking permit renewal")
     ids = {}
-    for name, importance, text in (("nearest_low", 0.1, "parking permit renewal"), ("near_high", 0.6, "parking permit"),
-                                   ("far_high", 0.6, "quarterly invoice run"), ("far_low", 0.1, "lunch menu")):  # fmt: skip
+    nodes = [("nearest_low", 0.1, "parking permit renewal"), ("near_high", 0.6, "parking permit"),
+             ("far_high", 0.6, "quarterly invoice run"), ("far_low", 0.1, "lunch menu")]  # fmt: skip
+    for name, importance, text in nodes:
         ids[name] = _insert(admin, tenant, text, importance=importance)
         admin.execute("update cortex.memory_nodes set embedding = %s::extensions.vector where id = %s",
                       (_vec(text), ids[name]))  # fmt: skip
