@@ -193,6 +193,10 @@ DEFINERS: dict[str, tuple[str, str]] = {
     ),
     "postpone_interaction_summary": ("select cortex.postpone_interaction_summary(%(t)s, %(i)s, now())", "28000"),
     "memory_near_duplicate": ("select cortex.memory_near_duplicate('fact', false, 'probe', '')", "28000"),
+    "memory_text_ranking": (
+        "select cortex.memory_text_ranking('probe', 'probe', '{active}', null, null, null, null, null, null, null, 10)",
+        "28000",
+    ),
 }
 # Those that take a tenant id: a caller of another tenant is refused with 42501.
 TAKES_TENANT = sorted(k for k, (q, _) in DEFINERS.items() if "%(t)s" in q)

@@ -451,6 +451,38 @@ def test_selective_words_and_text_only_queries_keep_the_candidates_path(
     assert _search(as_agent, tenant, query_vector=vector)["used"]["text_mode"] is None
 
 
+def test_a_rare_word_is_found_through_the_full_text_index_not_by_reading_the_tenant(
+    admin: Any, tenant: Tenant, as_agent: AsAgent
+) -> None:
+    admin.execute(
+        # Rows of a realistic width, so that reading the tenant is what a planner would avoid.
+        "insert into cortex.memory_nodes (tenant_id, kind, title, body, source_agent) "
+        "select %s, 'fact', 'routine note number ' || g, repeat('routine ', 100), 'luna' "
+        "from generate_series(1, 20000) g",
+        (tenant.id,),
+    )
+    rare = _insert(admin, tenant, "The zygomorphic orchid order ships Friday")
+    hidden = _insert(admin, tenant, "My zygomorphic orchid notes", source_agent="mia", visibility="private")
+    admin.execute("analyze cortex.memory_nodes")
+    with as_agent(tenant, "luna") as conn:
+
+        def fetched() -> int:
+            # Rows read by sequential scans plus rows fetched by index and bitmap scans.
+            row = conn.execute(
+                "select pg_stat_get_xact_tuples_returned(c.oid) + pg_stat_get_xact_tuples_fetched(c.oid) "
+                "from (select 'cortex.memory_nodes'::regclass::oid as oid) c"
+            ).fetchone()
+            return int(row[0])
+
+        before = fetched()
+        out = call(conn, "search_memories", query="zygomorphic orchid", record_access=False)
+        read = fetched() - before
+    assert out["used"]["text_mode"] == "candidates"
+    # Under RLS a non-leakproof `@@` cannot drive the index: the tenant's 20,000 rows were read.
+    assert _ids(out) == [rare] and hidden not in _ids(out)
+    assert read < 100
+
+
 def test_the_text_budget_is_a_setting_checked_by_range(admin: Any, tenant: Tenant) -> None:
     assert admin.execute("select text_candidate_budget as b from cortex.memory_settings where tenant_id = %s",
                          (tenant.id,)).fetchone()["b"] == 2000  # fmt: skip

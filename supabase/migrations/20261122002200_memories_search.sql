@@ -627,6 +627,52 @@ comment on function cortex.memory_candidate_tsquery(uuid, regconfig, text, int) 
   'The query part of cortex.memory_text_candidates: the operands of memory_any_tsquery, rarest first, as many as keep the expected matches under p_budget (always at least the rarest), negations kept.';
 grant execute on function cortex.memory_candidate_tsquery(uuid, regconfig, text, int) to authenticated, service_role;
 
+-- Definer: `@@` is not leakproof, so under RLS the planner may not use the full-text index for it
+-- and reads every row of the tenant (60,000 rows for a rare word at scale 0.1; docs/benchmarks.md).
+-- The tenant and the agent come from the request's claims, never from an argument, and the
+-- visibility rule is the select policy's.
+create or replace function cortex.memory_text_ranking(
+  p_query tsquery, p_candidates tsquery, p_statuses text[], p_kinds text[], p_agent text, p_contact_id uuid,
+  p_tags text[], p_since timestamptz, p_until timestamptz, p_as_of timestamptz, p_limit int
+) returns uuid[]
+language plpgsql stable security definer set search_path = '' as $$
+declare
+  v_tenant uuid := cortex.require_tenant();
+  v_me text := cortex.current_agent();
+  v_ids uuid[];
+begin
+  -- EXECUTE: planned for this query's words (a cached generic plan cannot know that they are
+  -- rare and reads the whole tenant); candidates by the rarest words, ranked by all of them.
+  execute $q$
+    select coalesce(array_agg(c.id order by c.r desc, c.id), '{}')
+    from (
+      select n.id, pg_catalog.ts_rank_cd(n.fts, $2) as r
+      from cortex.memory_nodes n
+      where n.tenant_id = $1 and n.fts operator(pg_catalog.@@) $3 and n.status = any ($4)
+        and (n.visibility = 'shared' or n.source_agent = $13)
+        and ($5::text[] is null or n.kind = any ($5))
+        and ($6::text is null or n.source_agent = $6)
+        and ($7::uuid is null or n.contact_id = $7)
+        and ($8::text[] is null or n.tags operator(pg_catalog.@>) $8)
+        and ($9::timestamptz is null or n.created_at >= $9)
+        and ($10::timestamptz is null or n.created_at < $10)
+        and ($11::timestamptz is null or (n.valid_from <= $11 and (n.valid_to is null or n.valid_to > $11)))
+      order by r desc, n.id
+      limit $12
+    ) c $q$
+  into v_ids
+  using v_tenant, p_query, p_candidates, p_statuses, p_kinds, p_agent, p_contact_id, p_tags, p_since, p_until,
+        p_as_of, p_limit, v_me;
+  return v_ids;
+end $$;
+comment on function cortex.memory_text_ranking(tsquery, tsquery, text[], text[], text, uuid, text[], timestamptz,
+  timestamptz, timestamptz, int) is
+  'search_memories'' text ranking in the candidates mode: the ids of the caller''s tenant''s nodes matching p_candidates (found through the full-text index) that pass the filters and are visible to the calling agent (shared, or its own private ones: the select policy), ranked by ts_rank_cd against p_query, at most p_limit. Tenant and agent from the claims (28000 without).';
+revoke execute on function cortex.memory_text_ranking(tsquery, tsquery, text[], text[], text, uuid, text[], timestamptz,
+  timestamptz, timestamptz, int) from public, anon, service_role;
+grant execute on function cortex.memory_text_ranking(tsquery, tsquery, text[], text[], text, uuid, text[], timestamptz,
+  timestamptz, timestamptz, int) to authenticated;
+
 create or replace function public.search_memories(
   query text default null,
   query_vector extensions.vector default null,
@@ -738,28 +784,9 @@ begin
                                and v_wv > 0 then 'rerank' else 'candidates' end;
     end if;
     if v_text_mode = 'candidates' then
-      -- EXECUTE: planned for this query's words (a cached generic plan cannot know that they are
-      -- rare and reads the whole tenant); candidates by the rarest words, ranked by all of them.
-      execute $q$
-        select coalesce(array_agg(c.id order by c.r desc, c.id), '{}')
-        from (
-          select n.id, pg_catalog.ts_rank_cd(n.fts, $2) as r
-          from cortex.memory_nodes n
-          where n.tenant_id = $1 and n.fts operator(pg_catalog.@@) $3 and n.status = any ($4)
-            and ($5::text[] is null or n.kind = any ($5))
-            and ($6::text is null or n.source_agent = $6)
-            and ($7::uuid is null or n.contact_id = $7)
-            and ($8::text[] is null or n.tags operator(pg_catalog.@>) $8)
-            and ($9::timestamptz is null or n.created_at >= $9)
-            and ($10::timestamptz is null or n.created_at < $10)
-            and ($11::timestamptz is null or (n.valid_from <= $11 and (n.valid_to is null or n.valid_to > $11)))
-          order by r desc, n.id
-          limit $12
-        ) c $q$
-      into v_text
-      using v_tenant, v_tsq, v_candidates,
-            v_statuses, search_memories.kinds, search_memories.agent, search_memories.contact_id, v_tags,
-            search_memories.since, search_memories."until", search_memories.as_of, v_n;
+      v_text := cortex.memory_text_ranking(v_tsq, v_candidates, v_statuses, search_memories.kinds,
+                                           search_memories.agent, search_memories.contact_id, v_tags,
+                                           search_memories.since, search_memories."until", search_memories.as_of, v_n);
     end if;
   end if;
 
