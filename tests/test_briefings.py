@@ -633,6 +633,27 @@ def test_nodes_below_the_thresholds_are_left_out(
     assert "Luna likes blue pens" not in identity and "Luna likes green tea" not in identity
 
 
+def test_the_agents_own_goals_flags_and_unsure_facts_show_without_links_most_important_first(
+    world: dict[str, str], as_agent: AsAgent, tenant: Tenant, admin: Admin
+) -> None:
+    own_goals = [node(admin, tenant, "goal", f"Own goal {n}", importance=0.3 + n * 0.05) for n in range(12)]
+    node(admin, tenant, "goal", "Mia's goal far from Luna", source_agent="mia", importance=1.0)
+    unsure = node(admin, tenant, "fact", "The depot may have moved", confidence=0.2)
+    flagged = node(admin, tenant, "fact", "Refund rules of the old shop", needs_review=True, review_reason="outdated")
+    # More Identity candidates than places, the strongest of them below min_importance.
+    for n in range(12):
+        minor = node(admin, tenant, "preference", f"Minor preference {n}", importance=0.1)
+        edge(admin, tenant, minor, world["me"], "applies_to", 1.0)
+    result = brief(as_agent, tenant)
+    goals = [i["id"] for i in section(result, "Goals")]
+    # The goal near Luna's work (0.9), then her nine most important own ones (0.85 down to 0.45).
+    assert goals == [world["goal"], *reversed(own_goals[3:])]
+    unresolved = [i["id"] for i in section(result, "Unresolved")]
+    assert unsure in unresolved and flagged in unresolved
+    assert sorted(titles(result, "Identity")[1:]) == ["Luna answers in plain language",
+                                                      "Luna can issue refunds up to 200 EUR"]  # fmt: skip
+
+
 def test_search_memories_with_anchors_accepts_its_full_limit(
     world: dict[str, str], as_agent: AsAgent, tenant: Tenant
 ) -> None:

@@ -355,6 +355,15 @@ grant execute on function cortex.briefing_render(text, text, timestamptz, int, j
 
 -- Building: the seven generators -------------------------------------------------------------------
 
+-- An agent's own goals, flagged nodes and unsure facts: a few per agent, so three small partial
+-- indexes let a briefing find them without testing every goal or fact of a big tenant.
+create index memory_nodes_agent_goals on cortex.memory_nodes (tenant_id, source_agent, importance desc)
+  where kind = 'goal' and status = 'active';
+create index memory_nodes_agent_review on cortex.memory_nodes (tenant_id, source_agent)
+  where needs_review and status = 'active';
+create index memory_nodes_agent_unsure on cortex.memory_nodes (tenant_id, source_agent)
+  where kind = 'fact' and confidence < 0.5 and status = 'active';
+
 create or replace function cortex.briefing_build(
   p_tenant_id uuid, p_agent text, p_shared_only boolean, p_cfg cortex.briefing_settings, p_factor int,
   p_at timestamptz default now()
@@ -377,6 +386,9 @@ declare
   v_p_ids uuid[] := '{}';
   v_p_score real[] := '{}';
   v_hood uuid[];
+  v_i_ids uuid[] := '{}';
+  v_i_score float8[] := '{}';
+  v_i_read uuid[] := '{}';
   v_result jsonb;
 begin
   select s.* into v_mem from cortex.memory_settings s where s.tenant_id = p_tenant_id;
@@ -434,21 +446,38 @@ begin
                            p_cfg.min_weight, 'weighted', least(500, v_per * 4), p_at) w;
   end if;
 
+  -- 1. Identity: the preferences and facts that applies_to the agent node. Nothing ranks before
+  -- this section, so its top items after the thresholds are final: only they go on (an agent with
+  -- 5,000 such memories sent 3,000 rows through the de-duplication); all it read is "consulted".
+  if v_agent_node is not null then
+    select coalesce(array_agg(x.id order by x.pos) filter (where x.ok and x.pos <= v_per), '{}'),
+           coalesce(array_agg(x.score order by x.pos) filter (where x.ok and x.pos <= v_per), '{}'),
+           coalesce(array_agg(x.id), '{}')
+    into v_i_ids, v_i_score, v_i_read
+    from (
+      select n.id, s.score, s.ok, row_number() over (partition by s.ok order by s.score desc, n.id) as pos
+      from cortex.memory_edges e
+      join cortex.memory_nodes n on n.tenant_id = e.tenant_id and n.id = e.source_id
+      cross join lateral (
+        select cortex.decayed_weight(e.weight, e.last_reinforced_at, v_mem.half_life_days, true, p_at) as w) d
+      cross join lateral (
+        select (n.importance * d.w)::float8 as score,
+               n.status = 'active' and (not p_shared_only or n.visibility = 'shared')
+               and n.importance >= p_cfg.min_importance as ok) s
+      where e.tenant_id = p_tenant_id and e.target_id = v_agent_node and e.relation = 'applies_to'
+        and n.kind in ('preference', 'fact') and d.w >= p_cfg.min_weight
+    ) x;
+  end if;
+
   with walk as (
     select w.id, w.score, w.depth from unnest(v_w_ids, v_w_score, v_w_depth) w (id, score, depth)
   ), cand as (
-    -- 1. Identity: the agent node, then the preferences and facts that applies_to it.
+    -- 1. Identity: the agent node, then its preferences and facts (above).
     select 1 as section, 1e9::float8 as score, v_agent_node as id, null::text as body, null::jsonb as extra,
            v_agent_node::text as dkey
     where v_agent_node is not null
     union all
-    select 1, (n.importance * cortex.decayed_weight(e.weight, e.last_reinforced_at, v_mem.half_life_days, true, p_at))::float8,
-           n.id, null, null, n.id::text
-    from cortex.memory_edges e
-    join cortex.memory_nodes n on n.tenant_id = e.tenant_id and n.id = e.source_id
-    where e.tenant_id = p_tenant_id and e.target_id = v_agent_node and e.relation = 'applies_to'
-      and n.kind in ('preference', 'fact')
-      and cortex.decayed_weight(e.weight, e.last_reinforced_at, v_mem.half_life_days, true, p_at) >= p_cfg.min_weight
+    select 1, i.score, i.id, null, null, i.id::text from unnest(v_i_ids, v_i_score) i (id, score)
     union all
     -- 2. Active Context: pending handoffs to the agent, owned contacts needing attention, the search.
     select 2, 3e6 + h.urgency_rank * 1e4 - extract(epoch from p_at - h.created_at) / 1e6, hn.id,
@@ -500,14 +529,22 @@ begin
     join cortex.memory_nodes n on n.tenant_id = p_tenant_id and n.id = p.id
     where n.kind = 'pattern'
     union all
-    -- 5. Goals: near the agent or its work, or its own; by importance, then closeness.
-    select 5, (n.importance + 0.001 * coalesce(max(w.score), 1))::float8, n.id, null, null, n.id::text
-    from cortex.memory_nodes n
-    left join walk w on w.id = n.id and w.depth <= 2
-    where n.tenant_id = p_tenant_id and n.kind = 'goal'
-      and (n.id in (select w2.id from walk w2 where w2.depth <= 2) or n.source_agent = p_agent)
-      and n.status = 'active'
-    group by n.id, n.importance
+    -- 5. Goals: near the agent or its work (two steps), or its own most important ones (an index
+    -- of active goals, not every goal of the tenant); by importance, then closeness.
+    select 5, (g.importance + 0.001 * coalesce(max(w.score), 1))::float8, g.id, null, null, g.id::text
+    from (
+      select n.id, n.importance
+      from walk w2 join cortex.memory_nodes n on n.tenant_id = p_tenant_id and n.id = w2.id
+      where w2.depth <= 2 and n.kind = 'goal' and n.status = 'active'
+      union
+      (select n.id, n.importance from cortex.memory_nodes n
+       where n.tenant_id = p_tenant_id and n.source_agent = p_agent and n.kind = 'goal' and n.status = 'active'
+         and (not p_shared_only or n.visibility = 'shared') and n.importance >= p_cfg.min_importance
+       order by n.importance desc, n.id
+       limit v_per)
+    ) g
+    left join walk w on w.id = g.id and w.depth <= 2
+    group by g.id, g.importance
     union all
     -- 6. Unresolved: contradictions (both sides), review flags, low-confidence facts.
     select 6, 3e6 + d.w, a.id, format('contradicts "%s" (%s)%s', b.title, b.kind, coalesce(': ' || nullif(b.body, ''), '')),
@@ -522,18 +559,29 @@ begin
       and (e.source_id = any (v_hood) or e.target_id = any (v_hood))
       and d.w >= p_cfg.min_weight and b.status = 'active' and (not p_shared_only or b.visibility = 'shared')
     union all
+    -- Flagged or unsure nodes of the neighbourhood (looked up by id) or the agent's own (two small
+    -- partial indexes): not every flagged node or fact of the tenant tested against the neighbourhood.
     select 6, 2e6 + n.importance, n.id, 'Needs review' || coalesce(': ' || nullif(n.review_reason, ''), '')
            || coalesce('. ' || nullif(n.body, ''), ''), null, n.id::text
     from cortex.memory_nodes n
     where p_cfg.include_contradictions and n.tenant_id = p_tenant_id and n.needs_review and n.status = 'active'
-      and (n.id = any (v_hood) or n.source_agent = p_agent)
+      and n.id in (select h.id from unnest(v_hood) h (id)
+                   union
+                   select o.id from cortex.memory_nodes o
+                   where o.tenant_id = p_tenant_id and o.source_agent = p_agent and o.needs_review
+                     and o.status = 'active')
     union all
     select 6, 1e6 + n.importance - n.confidence, n.id,
            format('Low confidence (%s)', round(n.confidence::numeric, 2)) || coalesce(': ' || nullif(n.body, ''), ''),
            null, n.id::text
     from cortex.memory_nodes n
     where p_cfg.include_contradictions and n.tenant_id = p_tenant_id and n.kind = 'fact' and n.confidence < 0.5
-      and n.status = 'active' and (n.id = any (v_hood) or n.source_agent = p_agent)
+      and n.status = 'active'
+      and n.id in (select h.id from unnest(v_hood) h (id)
+                   union
+                   select o.id from cortex.memory_nodes o
+                   where o.tenant_id = p_tenant_id and o.source_agent = p_agent and o.kind = 'fact'
+                     and o.confidence < 0.5 and o.status = 'active')
     union all
     -- 7. Recent Events: the window's events the agent logged or in its neighbourhood, newest first.
     select 7, extract(epoch from n.created_at)::float8, n.id, null, null, n.id::text
@@ -543,7 +591,7 @@ begin
       and (n.source_agent = p_agent or n.id = any (v_hood))
   ), consulted as (
     select c.id from cand c
-    union select unnest(v_w_ids) union select unnest(v_p_ids) union select unnest(v_anchors)
+    union select unnest(v_i_read) union select unnest(v_w_ids) union select unnest(v_p_ids) union select unnest(v_anchors)
     union select (c.extra -> 'contradicts' ->> 'id')::uuid from cand c where c.extra is not null
   ), filtered as (
     -- The thresholds, once for every section: active, visible in this scope, important enough.
