@@ -10,7 +10,11 @@ Measured:
   `applies_to` luna's entity node, besides what the generator gave luna (its own memories, 48 h of
   them among them). The edges are the run's own and are removed afterwards;
 - a cached briefing over HTTP (`GET /api/v1/briefings/luna`, `cortex serve` on the loopback), 1 and 8
-  clients: p50 / p95 / p99 and requests/s;
+  clients: p50 / p95 / p99 and requests/s, from Python (httpx, one request at a time per client) and,
+  when wrk is installed, from wrk (a C client, so the figures hold no Python client's share; p95 from
+  wrk's own histogram; the cached row is checked unchanged after it, so every read was a cache hit).
+  While they run, a stand-in for pg_cron folds the access log every minute, as production does
+  (pg_cron schedules only the `cortex` database);
 - ingest over HTTP (`POST /api/v1/ingest`, markdown files of `--chunks` bullets each, 4 clients):
   chunks stored per second; then the worker's sweeps embed and link them (texts/s), and the end to
   end figure (chunks stored and embedded per second of both).
@@ -26,10 +30,13 @@ import argparse
 import json
 import os
 import random
+import shutil
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,6 +47,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_graph import TOPICS, api_server, bench_dsn, bench_worker, reset, tenants
+from bench_http import run_wrk
 from benchlib import ROOT, get_meta, machine_info, run_concurrently, summarise, table, wait_for_quiet
 
 RESULTS = ROOT / "bench-results" / "briefings.json"
@@ -148,11 +156,63 @@ def ingest_file(run_id: str, i: int, chunks: int, rng: random.Random) -> dict[st
     return {"file_name": f"notes-bench-{run_id}-{i}.md", "content": "\n".join(lines) + "\n"}
 
 
-def bench_http(dsn: str, key: str, args: argparse.Namespace, run_id: str) -> list[dict[str, Any]]:
-    """Cached briefings (1 and `args.clients` clients) and ingest (4 clients) over HTTP."""
+@contextmanager
+def minute_folds(dsn: str) -> Iterator[None]:
+    """The production schedule of the access log (pg_cron, each minute) in the benchmark database."""
+    stop = threading.Event()
+
+    def fold() -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            while not stop.wait(60):
+                conn.execute("select cortex.fold_memory_access(), cortex.fold_graph_changes()")
+
+    worker = threading.Thread(target=fold, daemon=True)
+    worker.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        worker.join()
+
+
+def cached_row_stamp(dsn: str, tenant_id: str) -> Any:
+    """When luna's cached markdown briefing was built (unchanged across a run = every read was a hit)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "select generated_at from cortex.briefings where tenant_id = %s and agent = %s and format = 'markdown'",
+            (tenant_id, AGENT),
+        ).fetchone()
+    return row[0] if row else None
+
+
+def bench_wrk(
+    dsn: str, base: str, key: str, tenant_id: str, args: argparse.Namespace, run_id: str
+) -> list[dict[str, Any]]:
+    """The cached read under wrk, 1 and `args.clients` connections; every read checked to be a hit."""
+    rows: list[dict[str, Any]] = []
+    line = ("GET", f"/api/v1/briefings/{AGENT}", f"Bearer {key}", "")
+    for n in (1, args.clients):
+        before = cached_row_stamp(dsn, tenant_id)
+        wrk_args = argparse.Namespace(threads=min(n, 2), connections=n, duration=int(args.duration))
+        r = run_wrk(base, [line], f"briefing-cached-{n}", wrk_args, run_id)
+        rebuilt = cached_row_stamp(dsn, tenant_id) != before
+        seconds = r["duration_us"] / 1e6
+        errors = r["non2xx"] + r["connect_errors"] + r["read_errors"] + r["write_errors"] + r["timeouts"]
+        rows.append({
+            "series": f"GET /api/v1/briefings/{AGENT} (cached, wrk)", "clients": n, "n": r["requests"],
+            "p50_ms": round(r["p50_us"] / 1000, 2), "p95_ms": round(r["p95_us"] / 1000, 2),
+            "p99_ms": round(r["p99_us"] / 1000, 2), "throughput_per_s": round(r["requests"] / seconds, 1),
+            "errors": errors + (1 if rebuilt else 0),
+        })  # fmt: skip
+        print(f"  cached briefing under wrk, {n} connection(s): p95 {rows[-1]['p95_ms']} ms", flush=True)
+    return rows
+
+
+def bench_http(dsn: str, key: str, tenant_id: str, args: argparse.Namespace, run_id: str) -> list[dict[str, Any]]:
+    """Cached briefings (1 and `args.clients` clients, httpx and wrk) and ingest (4 clients) over HTTP."""
     rows: list[dict[str, Any]] = []
     headers = {"Authorization": f"Bearer {key}"}
-    with api_server(dsn, ROOT / "bench-results" / "api-briefings.log") as base:
+    with api_server(dsn, ROOT / "bench-results" / "api-briefings.log") as base, minute_folds(dsn):
         clients = [httpx.Client(base_url=base, timeout=120) for _ in range(max(args.clients, 4))]
         try:
             first = clients[0].get(f"/api/v1/briefings/{AGENT}", headers=headers)  # builds and caches it
@@ -171,6 +231,8 @@ def bench_http(dsn: str, key: str, args: argparse.Namespace, run_id: str) -> lis
                 row = {"series": f"GET /api/v1/briefings/{AGENT} (cached)", "clients": n}
                 rows.append({**row, **summarise(res.latencies, res.wall), "errors": len(res.errors)})
                 print(f"  cached briefing, {n} client(s): p95 {rows[-1]['p95_ms']} ms", flush=True)
+            if shutil.which("wrk"):
+                rows += bench_wrk(dsn, base, key, tenant_id, args, run_id)
 
             rngs = [random.Random(300 + i) for i in range(4)]
 
@@ -216,8 +278,9 @@ def targets(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in rows:
         if r["series"].startswith("fresh"):
             target, limit = f"fresh briefing p95 <= {TARGET_FRESH_P95_MS} ms", TARGET_FRESH_P95_MS
-        elif "(cached)" in r["series"]:
-            target = f"cached briefing over HTTP p95 <= {TARGET_CACHED_HTTP_P95_MS} ms ({r['clients']} client(s))"
+        elif "(cached" in r["series"] and r["clients"] == 1:  # one reader; 8 on 2 cores is a throughput figure
+            client = "wrk" if "wrk" in r["series"] else "httpx"
+            target = f"cached briefing over HTTP p95 <= {TARGET_CACHED_HTTP_P95_MS} ms (1 client, {client})"
             limit = TARGET_CACHED_HTTP_P95_MS
         else:
             continue
@@ -247,7 +310,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         results["neighbourhood"] = grow_neighbourhood(dsn, largest["id"], args.neighbourhood, run_id)
         rows = [bench_fresh(dsn, largest["id"], args.fresh_samples)]
-        rows += bench_http(dsn, largest["key"], args, run_id)
+        rows += bench_http(dsn, largest["key"], largest["id"], args, run_id)
         results["worker"] = bench_worker(dsn)
         ingest = rows[-1]
         stored_s = ingest["n"] / ingest["throughput_per_s"] if ingest["throughput_per_s"] else 0.0

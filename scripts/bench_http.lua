@@ -44,8 +44,9 @@ function done(summary, latency, requests)
   local e = summary.errors
   io.write(string.format(
     'BENCH_RESULT {"requests": %d, "duration_us": %d, "bytes": %d, "non2xx": %d, "connect_errors": %d, ' ..
-    '"read_errors": %d, "write_errors": %d, "timeouts": %d, "p50_us": %d, "p90_us": %d, "p99_us": %d, ' ..
+    '"read_errors": %d, "write_errors": %d, "timeouts": %d, "p50_us": %d, "p90_us": %d, "p95_us": %d, ' ..
+    '"p99_us": %d, ' ..
     '"max_us": %d, "mean_us": %.1f}\n',
     summary.requests, summary.duration, summary.bytes, e.status, e.connect, e.read, e.write, e.timeout,
-    latency:percentile(50), latency:percentile(90), latency:percentile(99), latency.max, latency.mean))
+    latency:percentile(50), latency:percentile(90), latency:percentile(95), latency:percentile(99), latency.max, latency.mean))
 end
