@@ -210,7 +210,9 @@ create table cortex.briefings (
   graph_version bigint not null,
   generated_at timestamptz not null,
   text text not null check (char_length(text) <= max_chars),
-  sections jsonb not null check (jsonb_typeof(sections) = 'array'),
+  -- json, not jsonb: a cached read copies it into its answer as it is stored, with no re-encoding
+  -- (the output conversion of a 20 KB jsonb was a third of a cached read's time).
+  sections json not null check (json_typeof(sections) = 'array'),
   -- Every node shown (items, their evidence and the other sides of contradictions): access tracking.
   node_ids uuid[] not null,
   nodes_consulted int not null check (nodes_consulted >= 0),
@@ -671,7 +673,7 @@ grant execute on function cortex.briefing_build(uuid, text, boolean, cortex.brie
 create or replace function cortex.briefing_get(
   p_agent text default null, p_format text default 'markdown', p_max_chars int default null,
   p_serve boolean default true, p_force boolean default false
-) returns jsonb
+) returns json
 language plpgsql volatile set search_path = '' as $$
 declare
   v_tenant uuid := cortex.require_tenant();
@@ -725,7 +727,7 @@ begin
     v_render := cortex.briefing_render(v_agent, p_format, v_now, (v_built ->> 'nodes_consulted')::int,
                                        v_built -> 'sections', v_max);
     v_row := row(v_tenant, v_agent, p_format, v_max, v_scope, v_version, v_now, v_render ->> 'text',
-                 v_render -> 'sections', array(select jsonb_array_elements_text(v_render -> 'node_ids')::uuid),
+                 (v_render -> 'sections')::json, array(select jsonb_array_elements_text(v_render -> 'node_ids')::uuid),
                  (v_built ->> 'nodes_consulted')::int)::cortex.briefings;
     -- A read-only transaction (a PostgREST GET) serves the fresh briefing without caching it.
     if pg_catalog.current_setting('transaction_read_only') = 'off' then
@@ -739,7 +741,7 @@ begin
     -- One statement for every node shown, cached or not; the minute fold reinforces their edges.
     perform cortex.record_access(v_tenant, v_row.node_ids);
   end if;
-  return jsonb_build_object(
+  return json_build_object(
     'agent', v_agent, 'format', p_format, 'text', v_row.text, 'generated_at', v_row.generated_at,
     'graph_version', v_row.graph_version, 'nodes_consulted', v_row.nodes_consulted, 'cached', v_cached,
     'scope', v_scope, 'max_chars', v_max, 'chars', char_length(v_row.text),
@@ -747,11 +749,12 @@ begin
 end $$;
 comment on function cortex.briefing_get(text, text, int, boolean, boolean) is
   'The briefing of p_agent (null: the caller) in p_format: the cached one when it is younger than the TTL, was built at the current graph version and after the last settings change, else built, rendered and cached. '
-  'p_serve records the access of every node shown (one statement); p_force rebuilds (the pre-computation). An agent reads its own (scope agent); an admin or monitor any agent''s (scope shared: shared memories only).';
+  'p_serve records the access of every node shown (one statement); p_force rebuilds (the pre-computation). An agent reads its own (scope agent); an admin or monitor any agent''s (scope shared: shared memories only). '
+  'Returns json (not jsonb): the cached sections are copied into the answer as stored.';
 grant execute on function cortex.briefing_get(text, text, int, boolean, boolean) to authenticated;
 
 create or replace function public.get_briefing(agent text default null, format text default 'markdown', max_chars int default null)
-returns jsonb
+returns json
 language plpgsql volatile set search_path = '' as $$
 begin
   perform cortex.require_tenant();
