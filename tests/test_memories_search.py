@@ -483,6 +483,19 @@ def test_a_rare_word_is_found_through_the_full_text_index_not_by_reading_the_ten
     assert read < 100
 
 
+@pytest.mark.parametrize("limit", [0, 401, None])
+def test_the_text_ranking_called_directly_bounds_its_limit(
+    tenant: Tenant, as_agent: AsAgent, limit: int | None
+) -> None:
+    with as_agent(tenant, "luna") as conn, pytest.raises(psycopg.errors.InvalidParameterValue) as raised:
+        conn.execute(
+            "select cortex.memory_text_ranking('probe', 'probe', '{active}', "
+            "null, null, null, null, null, null, null, %s)",
+            (limit,),
+        )
+    assert raised.value.diag.column_name == "p_limit"
+
+
 def test_the_text_budget_is_a_setting_checked_by_range(admin: Any, tenant: Tenant) -> None:
     assert admin.execute("select text_candidate_budget as b from cortex.memory_settings where tenant_id = %s",
                          (tenant.id,)).fetchone()["b"] == 2000  # fmt: skip

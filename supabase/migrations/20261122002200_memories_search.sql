@@ -641,6 +641,10 @@ declare
   v_me text := cortex.current_agent();
   v_ids uuid[];
 begin
+  -- Callable on its own by any agent: bounded like search_memories' rankings.
+  if p_limit is null or p_limit not between 1 and 400 then
+    raise exception 'p_limit must be between 1 and 400' using errcode = '22023', column = 'p_limit';
+  end if;
   -- EXECUTE: planned for this query's words (a cached generic plan cannot know that they are
   -- rare and reads the whole tenant); candidates by the rarest words, ranked by all of them.
   execute $q$
@@ -667,7 +671,7 @@ begin
 end $$;
 comment on function cortex.memory_text_ranking(tsquery, tsquery, text[], text[], text, uuid, text[], timestamptz,
   timestamptz, timestamptz, int) is
-  'search_memories'' text ranking in the candidates mode: the ids of the caller''s tenant''s nodes matching p_candidates (found through the full-text index) that pass the filters and are visible to the calling agent (shared, or its own private ones: the select policy), ranked by ts_rank_cd against p_query, at most p_limit. Tenant and agent from the claims (28000 without).';
+  'search_memories'' text ranking in the candidates mode: the ids of the caller''s tenant''s nodes matching p_candidates (found through the full-text index) that pass the filters and are visible to the calling agent (shared, or its own private ones: the select policy), ranked by ts_rank_cd against p_query, at most p_limit (1..400, else 22023 naming p_limit). Tenant and agent from the claims (28000 without).';
 revoke execute on function cortex.memory_text_ranking(tsquery, tsquery, text[], text[], text, uuid, text[], timestamptz,
   timestamptz, timestamptz, int) from public, anon, service_role;
 grant execute on function cortex.memory_text_ranking(tsquery, tsquery, text[], text[], text, uuid, text[], timestamptz,
