@@ -484,19 +484,20 @@ begin
     select 1, i.score, i.id, null, null, i.id::text from unnest(v_i_ids, v_i_score) i (id, score)
     union all
     -- 2. Active Context: pending handoffs to the agent, owned contacts needing attention, the search.
+    -- A row's node is found by its key (ref_id, text), computed in a subquery kept apart by
+    -- `offset 0`: a cast in the join condition is not leakproof, so under RLS it could not be an
+    -- index condition and every handoff or contact node of the tenant was read (30,000 contacts).
     select 2, 3e6 + h.urgency_rank * 1e4 - extract(epoch from p_at - h.created_at) / 1e6, hn.id,
            format('Pending handoff from %s (%s, %s urgency): %s', h.from_agent, replace(h.reason, '_', ' '), h.urgency,
                   h.context_summary),
            null, hn.id::text
-    from cortex.handoff_events h
-    join cortex.memory_nodes hn on hn.tenant_id = h.tenant_id and hn.ref_kind = 'handoff' and hn.ref_id = h.id::text
-    where h.tenant_id = p_tenant_id and h.to_agent = p_agent and h.status = 'pending'
+    from (select h.*, h.id::text as ref from cortex.handoff_events h
+          where h.tenant_id = p_tenant_id and h.to_agent = p_agent and h.status = 'pending' offset 0) h
+    join cortex.memory_nodes hn on hn.tenant_id = p_tenant_id and hn.ref_kind = 'handoff' and hn.ref_id = h.ref
     union all
     select 2, 2e6 + cardinality(a.reasons) * 1e4 + extract(epoch from coalesce(a.last_touch_at, a.created_at)) / 1e6,
            cn.id, 'Needs attention: ' || array_to_string(a.reasons, '; '), null, cn.id::text
     from (
-      -- ref: the node's key, computed here: a cast in the join condition is not leakproof, and under
-      -- RLS it could not be an index condition (every contact node of the tenant was read).
       select c.id, c.id::text as ref, c.last_touch_at, c.created_at,
              array_remove(array[
                case when c.stage = 'churning' then 'churn risk (stage churning)'
@@ -511,8 +512,7 @@ begin
         select i.intent, i.sentiment, i.thread_id, i.direction, i.subject from cortex.interactions i
         where i.tenant_id = c.tenant_id and i.contact_id = c.id order by i.occurred_at desc limit 1) li on true
       where c.tenant_id = p_tenant_id and c.owner_agent = p_agent
-      -- A fence: the reasons first, then the node of each contact that has one (else the planner
-      -- merged every contact node of the tenant, 30,000 of them, with the agent's contacts).
+      -- (The fence also keeps the reasons filter before the node lookups.)
       offset 0
     ) a
     cross join lateral (
