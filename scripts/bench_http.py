@@ -67,6 +67,7 @@ P = "/api/v1"
 DEFAULT_CORTEX_CMD = "{venv}/cortex serve --host {host} --port {port}"
 BARE_SOURCE = "--source {root}/scripts/bench_http_bare.py --host {host} --port {port}"
 DEFAULT_BARE_CMD = "{venv}/functions-framework --asgi --target bare " + BARE_SOURCE
+BARE_DB_CMD = "{venv}/functions-framework --asgi --target bare_db " + BARE_SOURCE
 SYNC_BARE_CMD = "{venv}/functions-framework --target bare_sync " + BARE_SOURCE
 
 # Targets of issue 14.
@@ -168,6 +169,16 @@ def body(value: dict[str, Any]) -> str:
 
 def _get(data: Data, targets: Sequence[Target], path: Callable[[Target], str]) -> list[Line]:
     return [("GET", path(t), auth(data, t.tenant_id, WRITERS[i % 4]), "") for i, t in enumerate(targets)]
+
+
+def _bare_context_lines(data: Data) -> list[Line]:
+    """GET /context/:id?level=1's requests for the bare database handler, with the claims its key carries."""
+
+    def body(i: int, t: Target) -> str:
+        claims = {"role": "authenticated", "tenant_id": t.tenant_id, "agent": WRITERS[i % 4]}
+        return json.dumps({"call": "get_context", "args": [t.contact_id, 1], "claims": claims})
+
+    return [("POST", "/", "", body(i, t)) for i, t in enumerate(data.fresh)]
 
 
 def _log_lines(data: Data, _: str) -> list[Line]:
@@ -282,6 +293,13 @@ def variants() -> list[Variant]:
             "bare ASGI handler (functions-framework --asgi)",
             lambda d, _: [("GET", "/", "", "")],
             base="bare",
+        ),
+        Variant(
+            "POST",
+            "/",
+            "bare ASGI handler + the level-1 SQL call (one pooled round trip)",
+            lambda d, _: _bare_context_lines(d),
+            base="bare_db",
         ),
         Variant("GET", "/health", "GET /health", lambda d, _: [("GET", "/health", "", "")]),
         Variant("GET", "/health/ready", "GET /health/ready", lambda d, _: [("GET", "/health/ready", "", "")]),
@@ -720,7 +738,9 @@ def run(args: argparse.Namespace) -> int:
         "workers": args.workers,
     }
     wanted = [
-        v for v in variants() if not args.only or args.only in v.label or v.base == "bare" or v.label == "GET /health"
+        v
+        for v in variants()
+        if not args.only or args.only in v.label or v.base in ("bare", "bare_db") or v.label == "GET /health"
     ]
     rows: list[Row] = []
     env = server_env(dsn, args.workers)
@@ -731,6 +751,14 @@ def run(args: argparse.Namespace) -> int:
         results["bare_server"] = describe(bare)
         for n, v in enumerate(x for x in wanted if x.base == "bare"):
             rows.append(measure(bare, v, v.lines(data, dsn), args, run_id, n))
+    bare_db = [x for x in wanted if x.base == "bare_db"]
+    if bare_db:
+        with serving(
+            command(BARE_DB_CMD, BARE_PORT), env, f"http://{HOST}:{BARE_PORT}", RESULTS / "http-bare-db.log", "/"
+        ) as server:
+            results["bare_db_server"] = describe(server)
+            for v in bare_db:
+                rows.append(measure(server, v, v.lines(data, dsn), args, run_id, 1))
     if args.sync_bare:
         with serving(
             command(SYNC_BARE_CMD, BARE_PORT), env, f"http://{HOST}:{BARE_PORT}", RESULTS / "http-bare-sync.log", "/"

@@ -69,6 +69,7 @@ HOST = "127.0.0.1"
 BARE_PORT = 8197
 CORTEX_PORT = 8198
 PATH = "/api/v1/voice/client-data"
+BARE_DB_CMD = DEFAULT_BARE_CMD.replace("--target bare ", "--target bare_db ")
 TARGET_P99_MS = 10.0
 TARGET_RPS = 2500.0
 
@@ -136,6 +137,23 @@ def client_data_lines(url: str, callers: int, n: int = 5000) -> list[tuple[str, 
                            "call_sid": f"CA{rng.getrandbits(64):016x}"})  # fmt: skip
         lines.append(("POST", PATH, f"Bearer {key}", body))
     return lines
+
+
+def bare_voice_lines(url: str, lines: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str, str]]:
+    """The same requests for the bare database handler: each body carries its key's claims (it does not
+    authenticate), so it answers what Cortex answers for that request."""
+    with psycopg.connect(url) as conn:
+        claims = {key: {"role": "authenticated", "tenant_id": str(tenant_id), "agent": agent}
+                  for key, tenant_id, agent in conn.execute(
+                      "select k.key, t.id, k.agent from bench.keys k "
+                      "join cortex.tenants t on t.slug = 'voice-' || k.tenant")}  # fmt: skip
+    out = []
+    for method, _path, auth, body in lines:
+        data = json.loads(body)
+        call = {"call": "voice_client_data", "args": [data["agent_id"], data["caller_id"]],
+                "claims": claims[auth.removeprefix("Bearer ")]}  # fmt: skip
+        out.append((method, "/", "", json.dumps(call)))
+    return out
 
 
 def wrk_row(server_url: str, lines: list[tuple[str, str, str, str]], label: str, connections: int,
@@ -265,12 +283,19 @@ def run(args: argparse.Namespace) -> int:
     # The call-start path needs no embedding model: the servers skip loading it (seconds per worker).
     env = {**server_env(url, args.workers), "CORTEX_EMBEDDINGS": "none"}
     lines = client_data_lines(url, callers)
+    bare_lines = bare_voice_lines(url, lines)
     rows: list[dict[str, Any]] = []
     with serving(command(DEFAULT_BARE_CMD, BARE_PORT), env, f"http://{HOST}:{BARE_PORT}",
                  RESULTS / "voice-bare.log", "/") as bare:  # fmt: skip
         results["bare_server"] = describe(bare)
         for c in connections:
             rows.append(wrk_row(bare.url, [("GET", "/", "", "")], "bare ASGI handler", c, args, len(rows)))
+    # The floor of any Python edge on this stack: the same SQL call, one pooled round trip, nothing else.
+    with serving(command(BARE_DB_CMD, BARE_PORT), env, f"http://{HOST}:{BARE_PORT}",
+                 RESULTS / "voice-bare-db.log", "/") as bare_db:  # fmt: skip
+        results["bare_db_server"] = describe(bare_db)
+        for c in connections:
+            rows.append(wrk_row(bare_db.url, bare_lines, "bare ASGI handler + the SQL call", c, args, len(rows)))
     with serving(command(DEFAULT_CORTEX_CMD, CORTEX_PORT), env, f"http://{HOST}:{CORTEX_PORT}",
                  RESULTS / "voice-cortex.log") as cortex:  # fmt: skip
         results["cortex_server"] = describe(cortex)
