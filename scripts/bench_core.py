@@ -4,8 +4,10 @@
 usage: bench_core.py generate            drop, recreate and migrate cortex_bench, then load sql/bench/generate_core.sql
        bench_core.py status              exit 0 when cortex_bench holds a complete data set, 1 otherwise
        bench_core.py run [options]       measure, write bench-results/core.json and print markdown tables
-       bench_core.py pgbench [options]   get_context level 1 in SQL with pgbench (sql/bench/get_context_level1.pgbench),
-                                         write bench-results/get_context_pgbench.json
+       bench_core.py pgbench [options]   get_context level 1 in SQL with pgbench in the edge's transaction shape
+                                         (sql/bench/get_context_level1_edge.pgbench) and PostgREST's
+                                         (sql/bench/get_context_level1.pgbench), each beside the same
+                                         transaction without the call; write bench-results/get_context_pgbench.json
 
 The base connection comes from DATABASE_URL (scripts/bench reads .env.local); the benchmark database
 is the same server with the database name cortex_bench (or BENCH_DATABASE_URL). Every loop is
@@ -25,6 +27,7 @@ import os
 import random
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -65,6 +68,7 @@ from cortex.interactions import service as interactions
 GENERATOR = ROOT / "sql" / "bench" / "generate_core.sql"
 PGBENCH_TARGETS = ROOT / "sql" / "bench" / "get_context_targets.sql"
 PGBENCH_SCRIPT = ROOT / "sql" / "bench" / "get_context_level1.pgbench"
+PGBENCH_EDGE_SCRIPT = ROOT / "sql" / "bench" / "get_context_level1_edge.pgbench"
 PGBENCH_RESULTS = ROOT / "bench-results" / "get_context_pgbench.json"
 RESULTS = ROOT / "bench-results" / "core.json"
 BENCH_DB = "cortex_bench"
@@ -949,9 +953,43 @@ def bench_context_cpu(dsn: str, calls: int = 3000, rounds: int = 3) -> dict[str,
     return {name: round(max(0.0, us - base), 1) for name, us in best.items()}
 
 
+# The two transaction shapes of a call: (name, script, pgbench protocol, the call's line, what replaces
+# it in the empty transaction that measures the shape's own ceiling).
+PGBENCH_SHAPES = (
+    ("edge", PGBENCH_EDGE_SCRIPT, "simple",
+     "select public.get_context(current_setting('bench.contact')::uuid, 1);",
+     "select current_setting('bench.contact')::uuid;"),
+    ("postgrest", PGBENCH_SCRIPT, "prepared", "select public.get_context(:contact_id, 1);", "select 1;"),
+)  # fmt: skip
+
+
+def _pgbench(dsn: str, script: Path, protocol: str, clients: int, seconds: int, targets: int) -> dict[str, Any]:
+    threads = max(1, min(clients, os.cpu_count() or 1))
+    command = ["pgbench", "-n", "-M", protocol, "-c", str(clients), "-j", str(threads), "-T", str(seconds)]
+    command += ["-D", f"targets={targets}", "-f", str(script), dsn]
+    done = subprocess.run(command, check=True, capture_output=True, text=True)
+
+    def figure(label: str) -> float:
+        for line in done.stdout.splitlines():
+            if line.startswith(label):
+                return float(line.split("=", 1)[1].split()[0])
+        return math.nan
+
+    failed = next((ln for ln in done.stdout.splitlines() if ln.startswith("number of failed transactions")), "")
+    return {
+        "calls_per_s": figure("tps"),
+        "latency_avg_ms": figure("latency average"),
+        "failed": failed.split(":", 1)[1].strip() if failed else None,
+        "threads": threads,
+    }
+
+
 def bench_context_pgbench(dsn: str, clients: int, seconds: int, max_load: float, max_wait: float) -> dict[str, Any]:
-    """get_context level 1 as PostgREST runs it (role and claims set in the transaction), from
-    pgbench with `clients` connections for `seconds`, on random contacts whose context is fresh."""
+    """get_context level 1 from pgbench with `clients` connections for `seconds`, on random contacts
+    whose context is fresh, in both transaction shapes: as Cortex's HTTP edge sends it (`edge`: the
+    claims and the call in one round trip) and as PostgREST does (`postgrest`: begin, the claims,
+    the call, commit). Each shape is also run with the call replaced by a constant (its ceiling on
+    this machine), alternated with the call."""
     reset(dsn)
     subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", str(PGBENCH_TARGETS), dsn], check=True)
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -963,35 +1001,31 @@ def bench_context_pgbench(dsn: str, clients: int, seconds: int, max_load: float,
         info = machine_info(conn)
     load_at_start = wait_for_quiet(max_load, max_wait)
     load_before = os.getloadavg()[0]
-    threads = max(1, min(clients, os.cpu_count() or 1))
-    command = ["pgbench", "-n", "-M", "prepared", "-c", str(clients), "-j", str(threads), "-T", str(seconds)]
-    command += ["-D", f"targets={targets}", "-f", str(PGBENCH_SCRIPT), dsn]
-    done = subprocess.run(command, check=True, capture_output=True, text=True)
-
-    def figure(label: str) -> float:
-        for line in done.stdout.splitlines():
-            if line.startswith(label):
-                return float(line.split("=", 1)[1].split()[0])
-        return math.nan
-
+    shapes: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, script, protocol, call, constant in PGBENCH_SHAPES:
+            empty = Path(tmp) / f"{name}-empty.pgbench"
+            empty.write_text(script.read_text().replace(call, constant))
+            shapes[name] = {
+                "script": str(script.relative_to(ROOT)),
+                "protocol": protocol,
+                **_pgbench(dsn, script, protocol, clients, seconds, targets),
+                "empty_calls_per_s": _pgbench(dsn, empty, protocol, clients, seconds, targets)["calls_per_s"],
+            }
     with psycopg.connect(dsn, autocommit=True) as conn:
         jobs_after = conn.execute("select count(*) from cortex.jobs").fetchone()
     cpu = bench_context_cpu(dsn)
-    failed = next((ln for ln in done.stdout.splitlines() if ln.startswith("number of failed transactions")), "")
     return {
         "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": info,
-        "script": str(PGBENCH_SCRIPT.relative_to(ROOT)),
         "clients": clients,
-        "threads": threads,
         "seconds": seconds,
         "targets": targets,
-        "calls_per_s": figure("tps"),
-        "latency_avg_ms": figure("latency average"),
-        "failed": failed.split(":", 1)[1].strip() if failed else None,
+        "shapes": shapes,
         "refreshes_queued": (jobs_after[0] if jobs_after else 0) - (jobs_before[0] if jobs_before else 0),
         "load_average_at_start": round(load_at_start, 2),
         "load_average_before": round(load_before, 2),
+        "load_average_after": round(os.getloadavg()[0], 2),
         "cpu_us_per_call": cpu,
     }
 
@@ -1027,11 +1061,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=2, default=str) + "\n")
         print(
-            f"get_context level 1 (pgbench, {result['clients']} clients, {result['seconds']} s): "
-            f"{result['calls_per_s']:.0f} calls/s, {result['latency_avg_ms']} ms average, "
-            f"failed {result['failed']}, refreshes queued {result['refreshes_queued']}, "
-            f"load average before {result['load_average_before']}"
+            f"get_context level 1 (pgbench, {result['clients']} clients, {result['seconds']} s per run): "
+            f"refreshes queued {result['refreshes_queued']}, load average before {result['load_average_before']}, "
+            f"after {result['load_average_after']}"
         )
+        for name, shape in result["shapes"].items():
+            print(
+                f"  {name} ({shape['script']}, -M {shape['protocol']}): {shape['calls_per_s']:.0f} calls/s, "
+                f"{shape['latency_avg_ms']} ms average, failed {shape['failed']}; "
+                f"the same transaction without the call: {shape['empty_calls_per_s']:.0f}/s"
+            )
         for name, us in result["cpu_us_per_call"].items():
             print(f"  CPU per call, {name}: {us} us")
         print(f"result written to {out}")
