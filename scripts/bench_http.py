@@ -512,6 +512,11 @@ def measure(server: Server, v: Variant, lines: list[Line], args: argparse.Namesp
     if v.smoke:
         row.smoke_status = smoke(server.url, lines[0])
     name = f"{n:02d}-" + re.sub(r"[^a-z0-9]+", "-", v.label.lower()).strip("-")[:60]
+    if v.smoke and args.warmup > 0:
+        # Unmeasured, the same load first: a server's first seconds open its pool's connections and
+        # look each agent key up once (start-up, not the steady state). One-shot rows have no spare requests.
+        warm = argparse.Namespace(**{**vars(args), "duration": args.warmup})
+        run_wrk(server.url, lines, name + "-warmup", warm, run_id + "w")
     r = run_wrk(server.url, lines, name, args, run_id)
     seconds = r["duration_us"] / 1e6
     row.rps = round(r["requests"] / seconds, 1) if seconds else None
@@ -625,7 +630,8 @@ def markdown(results: dict[str, Any]) -> str:
         f"Server mode at the time: {cortex['mode']}, {cortex['worker_processes']} worker processes "
         f"(`{cortex['command_line']}`); the bare handler: {results['bare_server']['mode']}, "
         f"{results['bare_server']['worker_processes']} worker processes. wrk: -t{results['threads']} "
-        f"-c{results['connections']} -d{results['duration']}s, {m['wrk']}. "
+        f"-c{results['connections']} -d{results['duration']}s after {results.get('warmup', 0)} s unmeasured, "
+        f"{m['wrk']}. "
         f"Data set: scale {results['dataset']['scale']} "
         f"({results['dataset']['contacts']} contacts, {results['dataset']['interactions']} interactions, "
         f"{results['dataset']['contact_context']} generated contexts).",
@@ -750,6 +756,7 @@ def run(args: argparse.Namespace) -> int:
         "machine": machine(),
         "dataset": data.sizes,
         "duration": args.duration,
+        "warmup": args.warmup,
         "connections": args.connections,
         "threads": args.threads,
         "workers": args.workers,
@@ -828,6 +835,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--regenerate", action="store_true", help="rebuild the seed data set first")
     parser.add_argument("--duration", type=int, default=10, help="seconds of wrk per row (default 10)")
     parser.add_argument("--connections", type=int, default=16, help="wrk connections (default 16)")
+    parser.add_argument("--warmup", type=int, default=5, help="unmeasured seconds of wrk before each row (default 5)")
     parser.add_argument("--threads", type=int, default=2, help="wrk threads (default 2)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="WORKERS for both servers")
     parser.add_argument("--cortex-cmd", default=os.environ.get("BENCH_HTTP_CORTEX_CMD", DEFAULT_CORTEX_CMD))

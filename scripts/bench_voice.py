@@ -158,9 +158,14 @@ def bare_voice_lines(url: str, lines: list[tuple[str, str, str, str]]) -> list[t
 
 def wrk_row(server_url: str, lines: list[tuple[str, str, str, str]], label: str, connections: int,
             args: argparse.Namespace, n: int) -> dict[str, Any]:  # fmt: skip
-    """One wrk row (bench_http.run_wrk) at `connections`: req/s, p50, p99, non-2xx, socket errors."""
-    wrk_args = argparse.Namespace(threads=2, connections=connections, duration=args.duration)
+    """One wrk row (bench_http.run_wrk) at `connections`: req/s, p50, p99, non-2xx, socket errors. The
+    same requests run `--warmup` seconds first, unmeasured: a server's first seconds open its pool's
+    connections and look each agent key up once, which is start-up, not the steady state measured."""
     name = f"voice-{n:02d}-" + re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")[:50]
+    if args.warmup > 0:
+        run_wrk(server_url, lines, name + "-warmup",
+                argparse.Namespace(threads=2, connections=connections, duration=args.warmup), f"voice{n}w")  # fmt: skip
+    wrk_args = argparse.Namespace(threads=2, connections=connections, duration=args.duration)
     r = run_wrk(server_url, lines, name, wrk_args, f"voice{n}")
     seconds = r["duration_us"] / 1e6
     row = {"label": label, "connections": connections, "rps": round(r["requests"] / seconds, 1) if seconds else None,
@@ -256,7 +261,8 @@ def markdown(results: dict[str, Any]) -> str:
              f"{results['started']}; {results['machine']['nproc']} cores, WORKERS={results['workers']}.", "",
              "SQL (pgbench -M simple, claims + public.voice_client_data in one round trip):", "",
              table(sql_rows, [("clients", "clients"), ("tps", "tx/s"), ("p50_ms", "p50 ms"), ("p99_ms", "p99 ms")]),
-             "", "HTTP (wrk -t2, POST /api/v1/voice/client-data with agent keys; bare ASGI handler in the same run):",
+             "", f"HTTP (wrk -t2, {results['duration']} s per row after {results.get('warmup', 0)} s unmeasured, POST "
+             "/api/v1/voice/client-data with agent keys; the bare ASGI handlers in the same run):",
              "", table(results["http"], [("label", "server"), ("connections", "connections"), ("rps", "req/s"),
                                          ("p50_ms", "p50 ms"), ("p99_ms", "p99 ms"), ("non2xx", "non-2xx")]),
              "", "Post-call (signed webhooks, then the worker with the local generator):", "",
@@ -274,7 +280,7 @@ def run(args: argparse.Namespace) -> int:
     callers = int(meta["callers_per_tenant"])
     results: dict[str, Any] = {"scale": float(meta["scale"]), "callers_per_tenant": callers, "workers": args.workers,
                                "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine(),
-                               "duration": args.duration}  # fmt: skip
+                               "duration": args.duration, "warmup": args.warmup}  # fmt: skip
     connections = [int(c) for c in args.connections.split(",")]
     print("SQL: pgbench", flush=True)
     results["sql"] = [run_pgbench(url, c, args.duration, callers) for c in connections]
@@ -330,6 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.add_argument("--scale", type=float, default=1.0)
     p = sub.add_parser("run")
     p.add_argument("--duration", type=int, default=10, help="seconds per pgbench and wrk row (default 10)")
+    p.add_argument("--warmup", type=int, default=5, help="unmeasured seconds of wrk before each row (default 5)")
     p.add_argument("--connections", default="16,50", help="clients / connections, comma-separated (default 16,50)")
     p.add_argument("--post-calls", type=int, default=200, help="post-call webhooks to send and process (default 200)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="WORKERS for both servers")

@@ -144,81 +144,64 @@ begin
     return;
   end if;
 
-  -- Step one is the same for both strategies: every start node's edges, the best path per node.
-  select coalesce(array_agg(c.id order by c.score desc, c.id), '{}'),
-         coalesce(array_agg(c.score order by c.score desc, c.id), '{}'),
-         coalesce(array_agg(c.perm order by c.score desc, c.id), '{}'),
-         coalesce(array_agg(c.via order by c.score desc, c.id), '{}'),
-         coalesce(array_agg(c.rel order by c.score desc, c.id), '{}')
-  into f_ids, f_score, f_perm, f_via, f_rel
-  from (
-    select distinct on (n.id) n.id, w.w as score, n.permanent as perm, f.id as via, e.relation as rel
-    from unnest(f_ids, f_perm) f (id, perm)
-    cross join lateral (
-      (select e.target_id as nb, e.relation, e.weight, e.last_reinforced_at from cortex.memory_edges e
-       where p_direction <> 'in' and e.tenant_id = p_tenant_id and e.source_id = f.id
-         and (p_relations is null or e.relation = any (p_relations))
-       limit c_fanout)
-      union all
-      (select e.source_id, e.relation, e.weight, e.last_reinforced_at from cortex.memory_edges e
-       where p_direction <> 'out' and e.tenant_id = p_tenant_id and e.target_id = f.id
-         and (p_relations is null or e.relation = any (p_relations))
-       limit c_fanout)
-    ) e
-    join cortex.memory_nodes n on n.tenant_id = p_tenant_id and n.id = e.nb
-    cross join lateral (select cortex.decayed_weight(e.weight, e.last_reinforced_at, v_half, f.perm or n.permanent, p_at) as w) w
-    where n.status = 'active' and n.id <> all (v_seen)
-      and (p_kinds is null or n.kind = any (p_kinds))
-      and (p_min_importance is null or n.importance >= p_min_importance or n.kind = any (v_entities))
-      and w.w >= v_min
-    order by n.id, w.w desc, f.id, e.relation
-  ) c;
-  v_level := 1;
+  -- Step one (both strategies), then each level of breadth_first: the frontier's edges (at most
+  -- c_fanout per node and direction), the best path per new node; a node is expanded once, at its
+  -- first depth (best score within that level). A node's `permanent` spares its edges from decay,
+  -- so both weights of each edge are kept and the node's flag picks one: each new node is then
+  -- looked up once, not once per edge into it, and nodes already seen are dropped before any
+  -- lookup (a level around a hub reads thousands of edges into a few hundred new nodes).
+  f_score := array_fill(1::real, array[cardinality(f_ids)]);
+  loop
+    with c as materialized (
+      select e.nb, f.id as via, e.relation as rel, f.score,
+             cortex.decayed_weight(e.weight, e.last_reinforced_at, v_half, f.perm, p_at) as w_decayed,
+             e.weight as w_kept
+      from unnest(f_ids, f_score, f_perm) f (id, score, perm)
+      cross join lateral (
+        (select e.target_id as nb, e.relation, e.weight, e.last_reinforced_at from cortex.memory_edges e
+         where p_direction <> 'in' and e.tenant_id = p_tenant_id and e.source_id = f.id
+           and (p_relations is null or e.relation = any (p_relations))
+         limit c_fanout)
+        union all
+        (select e.source_id, e.relation, e.weight, e.last_reinforced_at from cortex.memory_edges e
+         where p_direction <> 'out' and e.tenant_id = p_tenant_id and e.target_id = f.id
+           and (p_relations is null or e.relation = any (p_relations))
+         limit c_fanout)
+      ) e
+      where e.nb not in (select unnest(v_seen))
+    ), reached as materialized (
+      select n.id, n.permanent from cortex.memory_nodes n
+      where n.tenant_id = p_tenant_id and n.id in (select c.nb from c)
+        and n.status = 'active'
+        and (p_kinds is null or n.kind = any (p_kinds))
+        and (p_min_importance is null or n.importance >= p_min_importance or n.kind = any (v_entities))
+    )
+    select coalesce(array_agg(b.id order by b.score desc, b.id), '{}'),
+           coalesce(array_agg(b.score order by b.score desc, b.id), '{}'),
+           coalesce(array_agg(b.perm order by b.score desc, b.id), '{}'),
+           coalesce(array_agg(b.via order by b.score desc, b.id), '{}'),
+           coalesce(array_agg(b.rel order by b.score desc, b.id), '{}')
+    into f_ids, f_score, f_perm, f_via, f_rel
+    from (
+      select distinct on (r.id) r.id, (c.score * w.w)::real as score, r.permanent as perm, c.via, c.rel
+      from c join reached r on r.id = c.nb
+      cross join lateral (select case when r.permanent then c.w_kept else c.w_decayed end as w) w
+      where w.w >= v_min
+      order by r.id, (c.score * w.w)::real desc, c.via, c.rel
+    ) b;
+    v_level := v_level + 1;
+    exit when p_strategy <> 'breadth_first';
+    v_take := least(cardinality(f_ids), p_limit - cardinality(r_ids));
+    r_ids := r_ids || f_ids[1:v_take];
+    r_score := r_score || f_score[1:v_take];
+    r_via := r_via || f_via[1:v_take];
+    r_rel := r_rel || f_rel[1:v_take];
+    r_depth := r_depth || array_fill(v_level, array[v_take]);
+    v_seen := v_seen || f_ids;
+    exit when cardinality(r_ids) >= p_limit or v_level >= p_depth or cardinality(f_ids) = 0;
+  end loop;
 
-  if p_strategy = 'breadth_first' then
-    -- Level by level: a node is expanded once, at its first depth (best score within that level).
-    loop
-      v_take := least(cardinality(f_ids), p_limit - cardinality(r_ids));
-      r_ids := r_ids || f_ids[1:v_take];
-      r_score := r_score || f_score[1:v_take];
-      r_via := r_via || f_via[1:v_take];
-      r_rel := r_rel || f_rel[1:v_take];
-      r_depth := r_depth || array_fill(v_level, array[v_take]);
-      v_seen := v_seen || f_ids;
-      exit when cardinality(r_ids) >= p_limit or v_level >= p_depth or cardinality(f_ids) = 0;
-      v_level := v_level + 1;
-
-      select coalesce(array_agg(c.id order by c.score desc, c.id), '{}'),
-             coalesce(array_agg(c.score order by c.score desc, c.id), '{}'),
-             coalesce(array_agg(c.perm order by c.score desc, c.id), '{}'),
-             coalesce(array_agg(c.via order by c.score desc, c.id), '{}'),
-             coalesce(array_agg(c.rel order by c.score desc, c.id), '{}')
-      into f_ids, f_score, f_perm, f_via, f_rel
-      from (
-        select distinct on (n.id) n.id, (f.score * w.w)::real as score, n.permanent as perm, f.id as via,
-               e.relation as rel
-        from unnest(f_ids, f_score, f_perm) f (id, score, perm)
-        cross join lateral (
-          (select e.target_id as nb, e.relation, e.weight, e.last_reinforced_at from cortex.memory_edges e
-           where p_direction <> 'in' and e.tenant_id = p_tenant_id and e.source_id = f.id
-             and (p_relations is null or e.relation = any (p_relations))
-           limit c_fanout)
-          union all
-          (select e.source_id, e.relation, e.weight, e.last_reinforced_at from cortex.memory_edges e
-           where p_direction <> 'out' and e.tenant_id = p_tenant_id and e.target_id = f.id
-             and (p_relations is null or e.relation = any (p_relations))
-           limit c_fanout)
-        ) e
-        join cortex.memory_nodes n on n.tenant_id = p_tenant_id and n.id = e.nb
-        cross join lateral (select cortex.decayed_weight(e.weight, e.last_reinforced_at, v_half, f.perm or n.permanent, p_at) as w) w
-        where n.status = 'active' and n.id <> all (v_seen)
-          and (p_kinds is null or n.kind = any (p_kinds))
-          and (p_min_importance is null or n.importance >= p_min_importance or n.kind = any (v_entities))
-          and w.w >= v_min
-        order by n.id, (f.score * w.w)::real desc, f.id, e.relation
-      ) c;
-    end loop;
-  else
+  if p_strategy = 'weighted' then
     -- Weighted: best-first (Dijkstra on the product of weights, which never grows along a path),
     -- so nodes are settled best score first and a node is expanded once, at its best score. Only
     -- the best (limit - settled) tentative nodes are kept: any other would be settled after enough
