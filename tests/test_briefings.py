@@ -654,6 +654,26 @@ def test_the_agents_own_goals_flags_and_unsure_facts_show_without_links_most_imp
                                                       "Luna can issue refunds up to 200 EUR"]  # fmt: skip
 
 
+def test_identity_finds_its_top_items_behind_many_stronger_edges_of_weaker_nodes(
+    world: dict[str, str], as_agent: AsAgent, tenant: Tenant, admin: Admin
+) -> None:
+    # Identity reads the edges that apply to the agent strongest first, in batches, and stops once no
+    # unread edge can outrank what it has: 150 strong edges of minor facts (importance 0.31, score at
+    # most 0.28) come first, and the top ten must still be the important ones behind them (0.5).
+    for n in range(150):
+        minor = node(admin, tenant, "fact", f"Minor fact {n:03d}", importance=0.31)
+        edge(admin, tenant, minor, world["me"], "applies_to", 0.9 - n * 0.002)
+    important = [node(admin, tenant, "preference", f"Important preference {n:02d}", importance=1.0) for n in range(15)]
+    for n, pref in enumerate(important):
+        edge(admin, tenant, pref, world["me"], "applies_to", 0.505 - n * 0.01)
+    result = brief(as_agent, tenant)
+    identity = [i["id"] for i in section(result, "Identity")]
+    assert identity[0] == world["me"]
+    # The two of the world (0.9 x 0.5 = 0.45 each) rank among the important ones (0.505 down to 0.365);
+    # ten items in all, the agent node first.
+    assert identity[1:] == [*important[:6], *sorted([world["pref"], world["capability"]]), important[6]]
+
+
 def test_search_memories_with_anchors_accepts_its_full_limit(
     world: dict[str, str], as_agent: AsAgent, tenant: Tenant
 ) -> None:

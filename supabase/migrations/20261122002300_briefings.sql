@@ -365,6 +365,10 @@ create index memory_nodes_agent_review on cortex.memory_nodes (tenant_id, source
   where needs_review and status = 'active';
 create index memory_nodes_agent_unsure on cortex.memory_nodes (tenant_id, source_agent)
   where kind = 'fact' and confidence < 0.5 and status = 'active';
+-- What applies to a node, strongest first: Identity reads an agent's edges in weight order and stops
+-- once no unread edge can outrank its top items (an agent with 5,000 of them read them all).
+create index memory_edges_applies_to on cortex.memory_edges (tenant_id, target_id, weight desc, source_id)
+  where relation = 'applies_to';
 
 create or replace function cortex.briefing_build(
   p_tenant_id uuid, p_agent text, p_shared_only boolean, p_cfg cortex.briefing_settings, p_factor int,
@@ -393,6 +397,9 @@ declare
   v_i_ids uuid[] := '{}';
   v_i_score float8[] := '{}';
   v_i_read uuid[] := '{}';
+  v_i_batch int := greatest(v_per * 8, 80);
+  v_i_edges bigint;
+  v_i_floor real;
   v_result jsonb;
 begin
   select s.* into v_mem from cortex.memory_settings s where s.tenant_id = p_tenant_id;
@@ -450,27 +457,37 @@ begin
                            p_cfg.min_weight, 'weighted', least(500, v_per * 4), p_at) w;
   end if;
 
-  -- 1. Identity: the preferences and facts that applies_to the agent node. Nothing ranks before
-  -- this section, so its top items after the thresholds are final: only they go on (an agent with
-  -- 5,000 such memories sent 3,000 rows through the de-duplication); all it read is "consulted".
+  -- 1. Identity: the preferences and facts that applies_to the agent node, by importance x weight.
+  -- The agent node is permanent, so an edge's weight is its stored one, and a score is at most its
+  -- edge's weight: edges are read strongest first, in batches, until the v_per-th best score beats
+  -- every unread edge's weight (or none is left). Nothing ranks before this section, so these items
+  -- are final; all it read is "consulted".
   if v_agent_node is not null then
-    select coalesce(array_agg(x.id order by x.pos) filter (where x.ok and x.pos <= v_per), '{}'),
-           coalesce(array_agg(x.score order by x.pos) filter (where x.ok and x.pos <= v_per), '{}'),
-           coalesce(array_agg(x.id), '{}')
-    into v_i_ids, v_i_score, v_i_read
-    from (
-      select n.id, s.score, s.ok, row_number() over (partition by s.ok order by s.score desc, n.id) as pos
-      from cortex.memory_edges e
-      join cortex.memory_nodes n on n.tenant_id = e.tenant_id and n.id = e.source_id
-      cross join lateral (
-        select cortex.decayed_weight(e.weight, e.last_reinforced_at, v_mem.half_life_days, true, p_at) as w) d
-      cross join lateral (
-        select (n.importance * d.w)::float8 as score,
-               n.status = 'active' and (not p_shared_only or n.visibility = 'shared')
-               and n.importance >= p_cfg.min_importance as ok) s
-      where e.tenant_id = p_tenant_id and e.target_id = v_agent_node and e.relation = 'applies_to'
-        and n.kind in ('preference', 'fact') and d.w >= p_cfg.min_weight
-    ) x;
+    loop
+      select coalesce(array_agg(x.id order by x.pos) filter (where x.ok and x.pos <= v_per), '{}'),
+             coalesce(array_agg(x.score order by x.pos) filter (where x.ok and x.pos <= v_per), '{}'),
+             coalesce(array_agg(x.id), '{}'), count(*), min(x.weight)
+      into v_i_ids, v_i_score, v_i_read, v_i_edges, v_i_floor
+      from (
+        select n.id, s.score, s.ok, e.weight,
+               row_number() over (partition by s.ok order by s.score desc, n.id) as pos
+        from (select e.source_id, e.weight from cortex.memory_edges e
+              where e.tenant_id = p_tenant_id and e.target_id = v_agent_node and e.relation = 'applies_to'
+                and e.weight >= p_cfg.min_weight
+              order by e.weight desc, e.source_id
+              limit v_i_batch) e
+        left join cortex.memory_nodes n on n.tenant_id = p_tenant_id and n.id = e.source_id
+          and n.kind in ('preference', 'fact')
+        cross join lateral (
+          select (n.importance * e.weight)::float8 as score,
+                 n.status = 'active' and (not p_shared_only or n.visibility = 'shared')
+                 and n.importance >= p_cfg.min_importance as ok) s
+      ) x;
+      exit when coalesce(v_i_edges, 0) < v_i_batch
+             or (cardinality(v_i_score) >= v_per and v_i_score[v_per] > v_i_floor);
+      v_i_batch := v_i_batch * 4;
+    end loop;
+    v_i_read := array_remove(v_i_read, null);
   end if;
 
   with walk as (
