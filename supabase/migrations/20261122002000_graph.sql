@@ -214,6 +214,8 @@ create index memory_nodes_tags on cortex.memory_nodes using gin (tags) where car
 create index memory_nodes_trgm on cortex.memory_nodes using gin (title extensions.gin_trgm_ops);
 create index memory_nodes_embedding on cortex.memory_nodes using hnsw (embedding extensions.vector_cosine_ops);
 create index memory_nodes_review on cortex.memory_nodes (tenant_id, updated_at desc) where needs_review;
+-- The few permanent nodes: a walk ranks the nodes it reaches before reading them (their edges never decay).
+create index memory_nodes_permanent on cortex.memory_nodes (tenant_id, id) where permanent;
 create index memory_nodes_index_queue on cortex.memory_nodes (created_at)
   where embed_status = 'pending' or link_status = 'pending';
 create unique index memory_nodes_ref on cortex.memory_nodes (tenant_id, ref_kind, ref_id) where ref_kind is not null;

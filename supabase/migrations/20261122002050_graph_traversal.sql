@@ -127,6 +127,15 @@ declare
   r_via uuid[] := '{}';
   r_rel text[] := '{}';
   v_take int;
+  -- One level's new nodes, best path first, before the node filters.
+  c_ids uuid[];
+  c_score real[];
+  c_perm boolean[];
+  c_via uuid[];
+  c_rel text[];
+  v_need int;
+  v_from int;
+  v_batch int;
 begin
   perform cortex.guard_tenant(p_tenant_id);
   perform cortex.check_graph_walk(p_depth, p_direction, p_relations, p_kinds, p_min_weight, p_strategy, p_limit);
@@ -146,10 +155,10 @@ begin
 
   -- Step one (both strategies), then each level of breadth_first: the frontier's edges (at most
   -- c_fanout per node and direction), the best path per new node; a node is expanded once, at its
-  -- first depth (best score within that level). A node's `permanent` spares its edges from decay,
-  -- so both weights of each edge are kept and the node's flag picks one: each new node is then
-  -- looked up once, not once per edge into it, and nodes already seen are dropped before any
-  -- lookup (a level around a hub reads thousands of edges into a few hundred new nodes).
+  -- first depth (best score within that level). A path's score needs only the edges and whether the
+  -- far node is permanent (its edges never decay), which a small partial index answers; so the new
+  -- nodes are ranked first, without reading them, and then read best first, in batches, until the
+  -- answer is full (a level around a hub reaches thousands of nodes for a few dozen places).
   f_score := array_fill(1::real, array[cardinality(f_ids)]);
   loop
     with c as materialized (
@@ -169,26 +178,52 @@ begin
          limit c_fanout)
       ) e
       where e.nb not in (select unnest(v_seen))
-    ), reached as materialized (
-      select n.id, n.permanent from cortex.memory_nodes n
-      where n.tenant_id = p_tenant_id and n.id in (select c.nb from c)
-        and n.status = 'active'
-        and (p_kinds is null or n.kind = any (p_kinds))
-        and (p_min_importance is null or n.importance >= p_min_importance or n.kind = any (v_entities))
+    ), kept as (
+      select n.id from cortex.memory_nodes n
+      where n.tenant_id = p_tenant_id and n.permanent and n.id in (select c.nb from c)
     )
     select coalesce(array_agg(b.id order by b.score desc, b.id), '{}'),
            coalesce(array_agg(b.score order by b.score desc, b.id), '{}'),
            coalesce(array_agg(b.perm order by b.score desc, b.id), '{}'),
            coalesce(array_agg(b.via order by b.score desc, b.id), '{}'),
            coalesce(array_agg(b.rel order by b.score desc, b.id), '{}')
-    into f_ids, f_score, f_perm, f_via, f_rel
+    into c_ids, c_score, c_perm, c_via, c_rel
     from (
-      select distinct on (r.id) r.id, (c.score * w.w)::real as score, r.permanent as perm, c.via, c.rel
-      from c join reached r on r.id = c.nb
-      cross join lateral (select case when r.permanent then c.w_kept else c.w_decayed end as w) w
+      select distinct on (c.nb) c.nb as id, (c.score * w.w)::real as score, k.id is not null as perm, c.via, c.rel
+      from c left join kept k on k.id = c.nb
+      cross join lateral (select case when k.id is not null then c.w_kept else c.w_decayed end as w) w
       where w.w >= v_min
-      order by r.id, (c.score * w.w)::real desc, c.via, c.rel
+      order by c.nb, (c.score * w.w)::real desc, c.via, c.rel
     ) b;
+
+    -- The node filters, best first: a level never needs more than the places left in the answer.
+    v_need := p_limit - cardinality(r_ids);
+    v_from := 1;
+    v_batch := greatest(v_need + v_need / 2, 50);
+    f_ids := '{}';
+    f_score := '{}';
+    f_perm := '{}';
+    f_via := '{}';
+    f_rel := '{}';
+    loop
+      exit when v_from > cardinality(c_ids) or cardinality(f_ids) >= v_need;
+      select f_ids || coalesce(array_agg(x.id order by x.ord), '{}'),
+             f_score || coalesce(array_agg(x.score order by x.ord), '{}'),
+             f_perm || coalesce(array_agg(x.perm order by x.ord), '{}'),
+             f_via || coalesce(array_agg(x.via order by x.ord), '{}'),
+             f_rel || coalesce(array_agg(x.rel order by x.ord), '{}')
+      into f_ids, f_score, f_perm, f_via, f_rel
+      from unnest(c_ids[v_from:v_from + v_batch - 1], c_score[v_from:v_from + v_batch - 1],
+                  c_perm[v_from:v_from + v_batch - 1], c_via[v_from:v_from + v_batch - 1],
+                  c_rel[v_from:v_from + v_batch - 1]) with ordinality x (id, score, perm, via, rel, ord)
+      where exists (
+        select from cortex.memory_nodes n
+        where n.tenant_id = p_tenant_id and n.id = x.id and n.status = 'active'
+          and (p_kinds is null or n.kind = any (p_kinds))
+          and (p_min_importance is null or n.importance >= p_min_importance or n.kind = any (v_entities)));
+      v_from := v_from + v_batch;
+      v_batch := v_batch * 4;
+    end loop;
     v_level := v_level + 1;
     exit when p_strategy <> 'breadth_first';
     v_take := least(cardinality(f_ids), p_limit - cardinality(r_ids));
