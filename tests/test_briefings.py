@@ -482,6 +482,28 @@ def test_active_context_names_pending_handoffs_and_owned_contacts_needing_attent
     assert churning["owner_agent"] == "luna"
 
 
+def test_active_context_shows_the_owned_contacts_with_most_reasons_then_the_most_recent(
+    as_agent: AsAgent, tenant: Tenant, admin: Admin
+) -> None:
+    # 30 owned contacts need attention; only the section's ten places show, and only the best
+    # are looked up: those with two reasons first (churning and an open thread), then the most
+    # recently touched of those with one.
+    with as_agent(tenant, "mia") as conn:
+        contacts = [
+            call(conn, "upsert_contact", email=f"owner{n:02d}@shop.de", name=f"Shop Owner {n:02d}", stage="churning",
+                 owner_agent="luna")  # fmt: skip
+            for n in range(30)
+        ]
+        for c in contacts[10:14]:
+            call(conn, "log_interaction", contact_id=c["id"], type="email_received", direction="inbound",
+                 subject="Still waiting", raw_content="Hi, any news?", thread_id=f"t-{c['id']}")  # fmt: skip
+    for n, c in enumerate(contacts):
+        admin.execute("update cortex.contacts set last_touch_at = now() - make_interval(hours => %s) where id = %s",
+                      (30 - n, c["id"]))  # fmt: skip
+    shown = [i["title"] for i in section(brief(as_agent, tenant), "Active Context")]
+    assert shown == [f"Shop Owner {n:02d}" for n in (13, 12, 11, 10, 29, 28, 27, 26, 25, 24)]
+
+
 # --- cache, paths, errors, isolation ----------------------------------------------------------------
 
 

@@ -515,6 +515,9 @@ begin
     select 2, 2e6 + cardinality(a.reasons) * 1e4 + extract(epoch from coalesce(a.last_touch_at, a.created_at)) / 1e6,
            cn.id, 'Needs attention: ' || array_to_string(a.reasons, '; '), null, cn.id::text
     from (
+     -- Only the section's places can show, so only the best contacts are looked up (twice as many,
+     -- for one whose node is missing or inactive): not every owned contact that needs attention.
+     select a.* from (
       select c.id, c.id::text as ref, c.last_touch_at, c.created_at,
              array_remove(array[
                case when c.stage = 'churning' then 'churn risk (stage churning)'
@@ -531,11 +534,14 @@ begin
       where c.tenant_id = p_tenant_id and c.owner_agent = p_agent
       -- (The fence also keeps the reasons filter before the node lookups.)
       offset 0
+     ) a
+     where cardinality(a.reasons) > 0
+     order by cardinality(a.reasons) desc, coalesce(a.last_touch_at, a.created_at) desc, a.id
+     limit v_per * 2
     ) a
     cross join lateral (
       select cn.id from cortex.memory_nodes cn
       where cn.tenant_id = p_tenant_id and cn.ref_kind = 'contact' and cn.ref_id = a.ref) cn
-    where cardinality(a.reasons) > 0
     union all
     -- (Unsettled knowledge, flagged for review or a low-confidence fact, is left to Unresolved.)
     select 2, 1e6 - r.ord, (r.r -> 'memory' ->> 'id')::uuid, null, null, r.r -> 'memory' ->> 'id'
