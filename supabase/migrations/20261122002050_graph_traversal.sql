@@ -127,7 +127,15 @@ declare
   r_via uuid[] := '{}';
   r_rel text[] := '{}';
   v_take int;
-  -- One level's new nodes, best path first, before the node filters.
+  -- One level's edges to new nodes (far end, via, relation, path score so far, weight decayed and kept),
+  -- the permanent ones among those nodes, and the nodes by best path first, before the node filters.
+  e_nb uuid[];
+  e_via uuid[];
+  e_rel text[];
+  e_score real[];
+  e_decayed real[];
+  e_kept real[];
+  v_kept uuid[];
   c_ids uuid[];
   c_score real[];
   c_perm boolean[];
@@ -161,27 +169,27 @@ begin
   -- answer is full (a level around a hub reaches thousands of nodes for a few dozen places).
   f_score := array_fill(1::real, array[cardinality(f_ids)]);
   loop
-    with c as materialized (
-      select e.nb, f.id as via, e.relation as rel, f.score,
-             cortex.decayed_weight(e.weight, e.last_reinforced_at, v_half, f.perm, p_at) as w_decayed,
-             e.weight as w_kept
-      from unnest(f_ids, f_score, f_perm) f (id, score, perm)
-      cross join lateral (
-        (select e.target_id as nb, e.relation, e.weight, e.last_reinforced_at from cortex.memory_edges e
-         where p_direction <> 'in' and e.tenant_id = p_tenant_id and e.source_id = f.id
-           and (p_relations is null or e.relation = any (p_relations))
-         limit c_fanout)
-        union all
-        (select e.source_id, e.relation, e.weight, e.last_reinforced_at from cortex.memory_edges e
-         where p_direction <> 'out' and e.tenant_id = p_tenant_id and e.target_id = f.id
-           and (p_relations is null or e.relation = any (p_relations))
-         limit c_fanout)
-      ) e
-      where e.nb not in (select unnest(v_seen))
-    ), kept as (
-      select n.id from cortex.memory_nodes n
-      where n.tenant_id = p_tenant_id and n.permanent and n.id in (select c.nb from c)
-    )
+    select coalesce(array_agg(e.nb), '{}'), coalesce(array_agg(f.id), '{}'), coalesce(array_agg(e.relation), '{}'),
+           coalesce(array_agg(f.score), '{}'),
+           coalesce(array_agg(cortex.decayed_weight(e.weight, e.last_reinforced_at, v_half, f.perm, p_at)), '{}'),
+           coalesce(array_agg(e.weight), '{}')
+    into e_nb, e_via, e_rel, e_score, e_decayed, e_kept
+    from unnest(f_ids, f_score, f_perm) f (id, score, perm)
+    cross join lateral (
+      (select e.target_id as nb, e.relation, e.weight, e.last_reinforced_at from cortex.memory_edges e
+       where p_direction <> 'in' and e.tenant_id = p_tenant_id and e.source_id = f.id
+         and (p_relations is null or e.relation = any (p_relations))
+       limit c_fanout)
+      union all
+      (select e.source_id, e.relation, e.weight, e.last_reinforced_at from cortex.memory_edges e
+       where p_direction <> 'out' and e.tenant_id = p_tenant_id and e.target_id = f.id
+         and (p_relations is null or e.relation = any (p_relations))
+       limit c_fanout)
+    ) e
+    where e.nb not in (select unnest(v_seen));
+    -- Which of the reached nodes are permanent: one probe each of a small partial index.
+    v_kept := array(select n.id from cortex.memory_nodes n
+                    where n.tenant_id = p_tenant_id and n.permanent and n.id = any (e_nb));
     select coalesce(array_agg(b.id order by b.score desc, b.id), '{}'),
            coalesce(array_agg(b.score order by b.score desc, b.id), '{}'),
            coalesce(array_agg(b.perm order by b.score desc, b.id), '{}'),
@@ -189,9 +197,10 @@ begin
            coalesce(array_agg(b.rel order by b.score desc, b.id), '{}')
     into c_ids, c_score, c_perm, c_via, c_rel
     from (
-      select distinct on (c.nb) c.nb as id, (c.score * w.w)::real as score, k.id is not null as perm, c.via, c.rel
-      from c left join kept k on k.id = c.nb
-      cross join lateral (select case when k.id is not null then c.w_kept else c.w_decayed end as w) w
+      select distinct on (c.nb) c.nb as id, (c.score * w.w)::real as score, c.perm, c.via, c.rel
+      from (select c.*, c.nb in (select unnest(v_kept)) as perm
+            from unnest(e_nb, e_via, e_rel, e_score, e_decayed, e_kept) c (nb, via, rel, score, w_decayed, w_kept)) c
+      cross join lateral (select case when c.perm then c.w_kept else c.w_decayed end as w) w
       where w.w >= v_min
       order by c.nb, (c.score * w.w)::real desc, c.via, c.rel
     ) b;
