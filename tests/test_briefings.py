@@ -490,10 +490,10 @@ def test_active_context_shows_the_owned_contacts_with_most_reasons_then_the_most
     # recently touched of those with one.
     with as_agent(tenant, "mia") as conn:
         contacts = [
-            call(conn, "upsert_contact", email=f"owner{n:02d}@shop.de", name=f"Shop Owner {n:02d}", stage="churning",
-                 owner_agent="luna")  # fmt: skip
+            call(conn, "upsert_contact", email=f"o{n:02d}@shop.de", name=f"Shop Owner {n:02d}", stage="churning",
+                 owner_agent="luna")
             for n in range(30)
-        ]
+        ]  # fmt: skip
         for c in contacts[10:14]:
             call(conn, "log_interaction", contact_id=c["id"], type="email_received", direction="inbound",
                  subject="Still waiting", raw_content="Hi, any news?", thread_id=f"t-{c['id']}")  # fmt: skip
