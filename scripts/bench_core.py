@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import random
 import subprocess
@@ -43,6 +42,7 @@ from psycopg import sql
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchlib import (
+    CONTEXT_PGBENCH_SHAPES,
     LAT,
     ROOT,
     base_dsn,
@@ -51,6 +51,7 @@ from benchlib import (
     is_complete,
     load_sql,
     machine_info,
+    pgbench,
     recreate_database,
     run_concurrently,
     set_meta,
@@ -67,8 +68,6 @@ from cortex.interactions import service as interactions
 
 GENERATOR = ROOT / "sql" / "bench" / "generate_core.sql"
 PGBENCH_TARGETS = ROOT / "sql" / "bench" / "get_context_targets.sql"
-PGBENCH_SCRIPT = ROOT / "sql" / "bench" / "get_context_level1.pgbench"
-PGBENCH_EDGE_SCRIPT = ROOT / "sql" / "bench" / "get_context_level1_edge.pgbench"
 PGBENCH_RESULTS = ROOT / "bench-results" / "get_context_pgbench.json"
 RESULTS = ROOT / "bench-results" / "core.json"
 BENCH_DB = "cortex_bench"
@@ -953,35 +952,19 @@ def bench_context_cpu(dsn: str, calls: int = 3000, rounds: int = 3) -> dict[str,
     return {name: round(max(0.0, us - base), 1) for name, us in best.items()}
 
 
-# The two transaction shapes of a call: (name, script, pgbench protocol, the call's line, what replaces
-# it in the empty transaction that measures the shape's own ceiling).
-PGBENCH_SHAPES = (
-    ("edge", PGBENCH_EDGE_SCRIPT, "simple",
-     "select public.get_context(current_setting('bench.contact')::uuid, 1);",
-     "select current_setting('bench.contact')::uuid;"),
-    ("postgrest", PGBENCH_SCRIPT, "prepared", "select public.get_context(:contact_id, 1);", "select 1;"),
-)  # fmt: skip
+# Each shape's call, and what replaces it in the empty transaction that measures the shape's own ceiling.
+PGBENCH_EMPTY = {
+    "edge": ("select public.get_context(current_setting('bench.contact')::uuid, 1);",
+             "select current_setting('bench.contact')::uuid;"),
+    "postgrest": ("select public.get_context(:contact_id, 1);", "select 1;"),
+}  # fmt: skip
 
 
 def _pgbench(dsn: str, script: Path, protocol: str, clients: int, seconds: int, targets: int) -> dict[str, Any]:
-    threads = max(1, min(clients, os.cpu_count() or 1))
-    command = ["pgbench", "-n", "-M", protocol, "-c", str(clients), "-j", str(threads), "-T", str(seconds)]
-    command += ["-D", f"targets={targets}", "-f", str(script), dsn]
-    done = subprocess.run(command, check=True, capture_output=True, text=True)
-
-    def figure(label: str) -> float:
-        for line in done.stdout.splitlines():
-            if line.startswith(label):
-                return float(line.split("=", 1)[1].split()[0])
-        return math.nan
-
-    failed = next((ln for ln in done.stdout.splitlines() if ln.startswith("number of failed transactions")), "")
-    return {
-        "calls_per_s": figure("tps"),
-        "latency_avg_ms": figure("latency average"),
-        "failed": failed.split(":", 1)[1].strip() if failed else None,
-        "threads": threads,
-    }
+    result = pgbench(dsn, script, protocol, clients, seconds, {"targets": targets})
+    if "skipped" in result:
+        raise SystemExit(f"bench: {result['skipped']}")
+    return result
 
 
 def bench_context_pgbench(dsn: str, clients: int, seconds: int, max_load: float, max_wait: float) -> dict[str, Any]:
@@ -1003,14 +986,15 @@ def bench_context_pgbench(dsn: str, clients: int, seconds: int, max_load: float,
     load_before = os.getloadavg()[0]
     shapes: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, script, protocol, call, constant in PGBENCH_SHAPES:
+        for name, script, protocol in CONTEXT_PGBENCH_SHAPES:
+            call, constant = PGBENCH_EMPTY[name]
             empty = Path(tmp) / f"{name}-empty.pgbench"
             empty.write_text(script.read_text().replace(call, constant))
             shapes[name] = {
                 "script": str(script.relative_to(ROOT)),
                 "protocol": protocol,
                 **_pgbench(dsn, script, protocol, clients, seconds, targets),
-                "empty_calls_per_s": _pgbench(dsn, empty, protocol, clients, seconds, targets)["calls_per_s"],
+                "empty_tps": _pgbench(dsn, empty, protocol, clients, seconds, targets)["tps"],
             }
     with psycopg.connect(dsn, autocommit=True) as conn:
         jobs_after = conn.execute("select count(*) from cortex.jobs").fetchone()
@@ -1067,9 +1051,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         for name, shape in result["shapes"].items():
             print(
-                f"  {name} ({shape['script']}, -M {shape['protocol']}): {shape['calls_per_s']:.0f} calls/s, "
+                f"  {name} ({shape['script']}, -M {shape['protocol']}): {shape['tps']:.0f} calls/s, "
                 f"{shape['latency_avg_ms']} ms average, failed {shape['failed']}; "
-                f"the same transaction without the call: {shape['empty_calls_per_s']:.0f}/s"
+                f"the same transaction without the call: {shape['empty_tps']:.0f}/s"
             )
         for name, us in result["cpu_us_per_call"].items():
             print(f"  CPU per call, {name}: {us} us")

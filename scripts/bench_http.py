@@ -48,14 +48,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_core import Target, email_body, pick_contacts, reset, search_cases
 from bench_core import generate as generate_core
-from benchlib import ROOT, Server, base_dsn, get_meta, recreate_database, serving, table, with_database
+from benchlib import (
+    CONTEXT_PGBENCH_SHAPES,
+    ROOT,
+    Server,
+    base_dsn,
+    get_meta,
+    pgbench,
+    recreate_database,
+    serving,
+    table,
+    with_database,
+)
 
 SEED_DB = "cortex_bench_http_seed"
 RUN_DB = "cortex_bench_http"
 RESULTS = ROOT / "bench-results"
 LUA = ROOT / "scripts" / "bench_http.lua"
-PGBENCH_SCRIPT = ROOT / "sql" / "bench" / "get_context_level1.pgbench"
-PGBENCH_EDGE_SCRIPT = ROOT / "sql" / "bench" / "get_context_level1_edge.pgbench"
 DOCS = ROOT / "docs" / "benchmarks.md"
 HOST = "127.0.0.1"
 BARE_PORT = 8187
@@ -566,35 +575,18 @@ def describe(server: Server) -> dict[str, Any]:
 # --- pgbench --------------------------------------------------------------------------------------------
 
 
-# The call in the transaction shape of Cortex's edge (one round trip) and of PostgREST (four).
-PGBENCH_SHAPES = (("edge", PGBENCH_EDGE_SCRIPT, "simple"), ("postgrest", PGBENCH_SCRIPT, "prepared"))
-
-
 def run_pgbench(dsn: str, duration: int) -> dict[str, Any]:
-    """get_context level 1 in SQL with 16 clients, in both transaction shapes (get_context_level1*.pgbench)."""
-    if not shutil.which("pgbench"):
-        return {"skipped": "pgbench is not installed (Debian: postgresql-client)"}
+    """get_context level 1 in SQL with 16 clients, in both transaction shapes (benchlib.CONTEXT_PGBENCH_SHAPES)."""
     # The scripts draw random fresh contacts from bench.context_targets (made here, as bench_core does).
     targets = ROOT / "sql" / "bench" / "get_context_targets.sql"
     subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", str(targets), dsn], check=True,
                    capture_output=True, cwd=ROOT)  # fmt: skip
     count = subprocess.run(["psql", "-X", "-At", "-c", "select count(*) from bench.context_targets", dsn],
                            capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
-    out: dict[str, Any] = {}
-    for name, script, protocol in PGBENCH_SHAPES:
-        cmd = ["pgbench", "-n", "-M", protocol, "-c", "16", "-j", "2", "-T", str(duration),
-               "-D", f"targets={count}", "-f", str(script), dsn]  # fmt: skip
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 120, check=False, cwd=ROOT)
-        (RESULTS / "http").mkdir(parents=True, exist_ok=True)
-        (RESULTS / "http" / f"pgbench-{name}.txt").write_text(done.stdout + done.stderr)
-        tps = re.search(r"tps = ([\d.]+) \(without initial connection time\)", done.stdout)
-        lat = re.search(r"latency average = ([\d.]+) ms", done.stdout)
-        if done.returncode != 0 or not tps:
-            tail = (done.stderr or done.stdout).strip()[-300:]
-            out[name] = {"skipped": f"pgbench failed (exit {done.returncode}): {tail}"}
-            continue
-        out[name] = {"tps": float(tps.group(1)), "latency_avg_ms": float(lat.group(1)) if lat else None, "clients": 16}
-    return out
+    return {
+        name: pgbench(dsn, script, protocol, 16, duration, {"targets": count}, RESULTS / "http" / f"pgbench-{name}.txt")
+        for name, script, protocol in CONTEXT_PGBENCH_SHAPES
+    }
 
 
 # --- report ---------------------------------------------------------------------------------------------
@@ -685,8 +677,6 @@ def markdown(results: dict[str, Any]) -> str:
             )
             + " (edge: the claims and the call in one round trip, as Cortex's HTTP edge sends them; "
             "postgrest: begin, the claims, the call, commit)."
-            if "skipped" not in pg
-            else f"not measured: {pg['skipped']}."
         ),
         "",
         table(

@@ -1,7 +1,7 @@
-"""Helpers shared by the benchmark scripts (bench_core, bench_coordination, bench_webhooks, bench_http).
+"""Helpers shared by the benchmark scripts (bench_core, bench_coordination, bench_webhooks, bench_http, ...).
 
 Connections and benchmark databases, data set generation with psql, statistics, bounded load
-loops, machine facts, markdown tables, and starting / stopping an HTTP server on 127.0.0.1.
+loops, pgbench runs, machine facts, markdown tables, and starting / stopping an HTTP server on 127.0.0.1.
 Nothing here changes a server setting; every loop is bounded by a count and a time limit.
 """
 
@@ -224,6 +224,56 @@ def wait_for_quiet(max_load: float, max_wait: float) -> float:
         time.sleep(min(30.0, max(1.0, deadline - time.monotonic())))
         load = os.getloadavg()[0]
     return load
+
+
+# --- pgbench -------------------------------------------------------------------------------------
+
+# get_context level 1 in the two transaction shapes of a call: as Cortex's HTTP edge sends it (the
+# claims and the call in one round trip) and as PostgREST does (begin, the claims, the call, commit).
+CONTEXT_PGBENCH_SHAPES: tuple[tuple[str, Path, str], ...] = (
+    ("edge", ROOT / "sql" / "bench" / "get_context_level1_edge.pgbench", "simple"),
+    ("postgrest", ROOT / "sql" / "bench" / "get_context_level1.pgbench", "prepared"),
+)
+
+
+def pgbench(
+    dsn: str,
+    script: Path,
+    protocol: str,
+    clients: int,
+    seconds: int,
+    variables: Mapping[str, Any],
+    output: Path | None = None,
+) -> dict[str, Any]:
+    """pgbench -M `protocol` over `script` with `clients` connections for `seconds` (its -D
+    `variables`): tps, average latency and failed transactions, or {"skipped": why}. pgbench's own
+    output goes to `output` when given."""
+    threads = max(1, min(clients, os.cpu_count() or 1))
+    command = ["pgbench", "-n", "-M", protocol, "-c", str(clients), "-j", str(threads), "-T", str(seconds)]
+    command += [arg for k, v in variables.items() for arg in ("-D", f"{k}={v}")] + ["-f", str(script), dsn]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 120, check=False, cwd=ROOT)
+    except FileNotFoundError:
+        return {"skipped": "pgbench is not installed (Debian: postgresql-client)"}
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(done.stdout + done.stderr)
+
+    def figure(label: str) -> float | None:
+        line = next((ln for ln in done.stdout.splitlines() if ln.startswith(label)), None)
+        return float(line.split("=", 1)[1].split()[0]) if line else None
+
+    tps = figure("tps")
+    if done.returncode != 0 or tps is None:
+        return {"skipped": f"pgbench failed (exit {done.returncode}): {(done.stderr or done.stdout).strip()[-300:]}"}
+    failed = next((ln for ln in done.stdout.splitlines() if ln.startswith("number of failed transactions")), "")
+    return {
+        "tps": tps,
+        "latency_avg_ms": figure("latency average"),
+        "failed": failed.split(":", 1)[1].strip() if failed else None,
+        "clients": clients,
+        "threads": threads,
+    }
 
 
 # --- machine facts -------------------------------------------------------------------------------
