@@ -466,7 +466,7 @@ begin
     loop
       select coalesce(array_agg(x.id order by x.pos) filter (where x.ok and x.pos <= v_per), '{}'),
              coalesce(array_agg(x.score order by x.pos) filter (where x.ok and x.pos <= v_per), '{}'),
-             coalesce(array_agg(x.id), '{}'), count(*), min(x.weight)
+             coalesce(array_agg(x.id) filter (where x.id is not null), '{}'), count(*), min(x.weight)
       into v_i_ids, v_i_score, v_i_read, v_i_edges, v_i_floor
       from (
         select n.id, s.score, s.ok, e.weight,
@@ -483,11 +483,9 @@ begin
                  n.status = 'active' and (not p_shared_only or n.visibility = 'shared')
                  and n.importance >= p_cfg.min_importance as ok) s
       ) x;
-      exit when coalesce(v_i_edges, 0) < v_i_batch
-             or (cardinality(v_i_score) >= v_per and v_i_score[v_per] > v_i_floor);
+      exit when v_i_edges < v_i_batch or (cardinality(v_i_score) >= v_per and v_i_score[v_per] > v_i_floor);
       v_i_batch := v_i_batch * 4;
     end loop;
-    v_i_read := array_remove(v_i_read, null);
   end if;
 
   with walk as (
@@ -512,12 +510,13 @@ begin
           where h.tenant_id = p_tenant_id and h.to_agent = p_agent and h.status = 'pending' offset 0) h
     join cortex.memory_nodes hn on hn.tenant_id = p_tenant_id and hn.ref_kind = 'handoff' and hn.ref_id = h.ref
     union all
-    select 2, 2e6 + cardinality(a.reasons) * 1e4 + extract(epoch from coalesce(a.last_touch_at, a.created_at)) / 1e6,
-           cn.id, 'Needs attention: ' || array_to_string(a.reasons, '; '), null, cn.id::text
+    select 2, a.score, cn.id, 'Needs attention: ' || array_to_string(a.reasons, '; '), null, cn.id::text
     from (
      -- Only the section's places can show, so only the best contacts are looked up (twice as many,
      -- for one whose node is missing or inactive): not every owned contact that needs attention.
-     select a.* from (
+     select a.*, 2e6 + cardinality(a.reasons) * 1e4 + extract(epoch from coalesce(a.last_touch_at, a.created_at)) / 1e6
+                 as score
+     from (
       select c.id, c.id::text as ref, c.last_touch_at, c.created_at,
              array_remove(array[
                case when c.stage = 'churning' then 'churn risk (stage churning)'
@@ -536,7 +535,7 @@ begin
       offset 0
      ) a
      where cardinality(a.reasons) > 0
-     order by cardinality(a.reasons) desc, coalesce(a.last_touch_at, a.created_at) desc, a.id
+     order by score desc, a.id
      limit v_per * 2
     ) a
     cross join lateral (
