@@ -470,8 +470,14 @@ class Row:
     raw: dict[str, Any] = field(default_factory=dict)
 
 
-def run_wrk(base: str, lines: list[Line], name: str, args: argparse.Namespace, run_id: str) -> dict[str, Any]:
-    """wrk -t THREADS -c CONNECTIONS -d DURATION --latency over the request lines; returns the done() figures."""
+def run_wrk(
+    base: str, lines: list[Line], name: str, args: argparse.Namespace, run_id: str, warmup: int = 0
+) -> dict[str, Any]:
+    """wrk -t THREADS -c CONNECTIONS -d DURATION --latency over the request lines; returns the done()
+    figures. With `warmup`, the same load runs that many seconds first, unmeasured: a server's first
+    seconds open its pool's connections and look each agent key up once (start-up, not steady state)."""
+    if warmup > 0:
+        run_wrk(base, lines, name + "-warmup", argparse.Namespace(**{**vars(args), "duration": warmup}), run_id + "w")
     out_dir = RESULTS / "http"
     out_dir.mkdir(parents=True, exist_ok=True)
     req_file = out_dir / f"{name}.requests"
@@ -521,12 +527,8 @@ def measure(server: Server, v: Variant, lines: list[Line], args: argparse.Namesp
     if v.smoke:
         row.smoke_status = smoke(server.url, lines[0])
     name = f"{n:02d}-" + re.sub(r"[^a-z0-9]+", "-", v.label.lower()).strip("-")[:60]
-    if v.smoke and args.warmup > 0:
-        # Unmeasured, the same load first: a server's first seconds open its pool's connections and
-        # look each agent key up once (start-up, not the steady state). One-shot rows have no spare requests.
-        warm = argparse.Namespace(**{**vars(args), "duration": args.warmup})
-        run_wrk(server.url, lines, name + "-warmup", warm, run_id + "w")
-    r = run_wrk(server.url, lines, name, args, run_id)
+    # One-shot rows (smoke off) have no spare requests to warm up with.
+    r = run_wrk(server.url, lines, name, args, run_id, args.warmup if v.smoke else 0)
     seconds = r["duration_us"] / 1e6
     row.rps = round(r["requests"] / seconds, 1) if seconds else None
     row.p50_ms = round(r["p50_us"] / 1000, 2)

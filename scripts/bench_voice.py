@@ -158,15 +158,11 @@ def bare_voice_lines(url: str, lines: list[tuple[str, str, str, str]]) -> list[t
 
 def wrk_row(server_url: str, lines: list[tuple[str, str, str, str]], label: str, connections: int,
             args: argparse.Namespace, n: int) -> dict[str, Any]:  # fmt: skip
-    """One wrk row (bench_http.run_wrk) at `connections`: req/s, p50, p99, non-2xx, socket errors. The
-    same requests run `--warmup` seconds first, unmeasured: a server's first seconds open its pool's
-    connections and look each agent key up once, which is start-up, not the steady state measured."""
+    """One wrk row (bench_http.run_wrk, after `--warmup` unmeasured seconds) at `connections`: req/s,
+    p50, p99, non-2xx, socket errors."""
     name = f"voice-{n:02d}-" + re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")[:50]
-    if args.warmup > 0:
-        run_wrk(server_url, lines, name + "-warmup",
-                argparse.Namespace(threads=2, connections=connections, duration=args.warmup), f"voice{n}w")  # fmt: skip
     wrk_args = argparse.Namespace(threads=2, connections=connections, duration=args.duration)
-    r = run_wrk(server_url, lines, name, wrk_args, f"voice{n}")
+    r = run_wrk(server_url, lines, name, wrk_args, f"voice{n}", args.warmup)
     seconds = r["duration_us"] / 1e6
     row = {"label": label, "connections": connections, "rps": round(r["requests"] / seconds, 1) if seconds else None,
            "p50_ms": round(r["p50_us"] / 1000, 2), "p99_ms": round(r["p99_us"] / 1000, 2), "non2xx": r["non2xx"],
