@@ -14,9 +14,10 @@ its own connection):
   every call of the smallest tenant must return a full top-10 (counted and asserted);
 - search_memories with text and vector (the hybrid path);
 - traverse_graph depth 3 from random active memories of the largest tenant;
-- over HTTP (`cortex serve`, one process per core, loopback): POST /api/v1/memories from 8 clients
-  (writes/s), and POST /api/v1/memories/search with a text query that the API embeds itself, 8
-  clients (p95);
+- over HTTP (`cortex serve`, one process per core, loopback), from wrk (a C load generator, so the
+  client takes next to nothing from the cores it shares with the server): POST /api/v1/memories
+  on 8 connections (writes/s), and POST /api/v1/memories/search with a text query that the API
+  embeds itself, 8 connections (p95);
 - the worker's embedding throughput: its sweeps (cortex.queue.worker.run_sweeps) run until the
   nodes written over HTTP are embedded and linked (texts/s, CORTEX_EMBEDDING_BATCH per encode);
 - the size of the graph's tables and of each index.
@@ -40,11 +41,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_http import Line, run_wrk
 from benchlib import (
     LAT,
     ROOT,
@@ -336,7 +337,7 @@ TOPICS = [
 MONTHS = ["January", "March", "May", "July", "September", "November"]
 
 
-def remember_body(run: str, i: int, rng: random.Random) -> dict[str, Any]:
+def remember_body(run: str, i: int | str, rng: random.Random) -> dict[str, Any]:
     """A realistic, unique memory (a fact or a preference about a customer)."""
     topic = rng.choice(TOPICS).format(n=rng.randint(10, 9999), m=rng.choice(MONTHS))
     name = rng.choice(["Maria Lopez", "John Smith", "Priya Khan", "Tom Weber", "Anna Berg", "Luis Costa"])
@@ -349,64 +350,51 @@ def remember_body(run: str, i: int, rng: random.Random) -> dict[str, Any]:
     }
 
 
+def wrk_series(base: str, series: str, lines: list[Line], args: argparse.Namespace, run_id: str) -> dict[str, Any]:
+    """One HTTP series from wrk (a C load generator: the client takes next to no CPU from the
+    server's cores), `args.clients` connections, after an unmeasured warm-up."""
+    wrk_args = argparse.Namespace(threads=2, connections=args.clients, duration=int(args.http_duration))
+    name = "graph-" + series.split()[1].strip("/").replace("/", "-")
+    r = run_wrk(base, lines, name, wrk_args, run_id, warmup=args.warmup)
+    seconds = r["duration_us"] / 1e6
+    errors = r["non2xx"] + r["connect_errors"] + r["read_errors"] + r["write_errors"] + r["timeouts"]
+    return {
+        "series": series,
+        "clients": args.clients,
+        "n": r["requests"],
+        "p50_ms": round(r["p50_us"] / 1000, 2),
+        "p95_ms": round(r["p95_us"] / 1000, 2),
+        "p99_ms": round(r["p99_us"] / 1000, 2),
+        "mean_ms": round(r["mean_us"] / 1000, 2),
+        "max_ms": round(r["max_us"] / 1000, 2),
+        "throughput_per_s": round(r["requests"] / seconds, 1) if seconds else None,
+        "errors": errors,
+    }
+
+
 def bench_http(dsn: str, args: argparse.Namespace) -> dict[str, Any]:
-    """remember (writes/s) and text search embedded in the API process (p95), 8 clients each."""
+    """remember (writes/s) and text search embedded in the API process (p95), `args.clients`
+    connections each, from wrk."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         ts = tenants(conn)
         texts = [t for _, t in queries(conn)]
     largest = ts[0]
     run_id = uuid.uuid4().hex[:8]
+    auth = f"Bearer {largest['key']}"
+    rng = random.Random(100)
+    # "__UNIQ__" becomes a value unique in the run (bench_http.lua): every remember is a new memory.
+    remember_lines: list[Line] = [
+        ("POST", "/api/v1/memories", auth, json.dumps(remember_body(run_id, "__UNIQ__", rng))) for _ in range(2000)
+    ]
+    search_lines: list[Line] = [("POST", "/api/v1/memories/search", auth, json.dumps({"query": t})) for t in texts]
     out: dict[str, Any] = {}
     with api_server(dsn, ROOT / "bench-results" / "api-graph.log") as base:
-        clients = [httpx.Client(base_url=base, timeout=60) for _ in range(args.clients)]
-        try:
-            headers = {"Authorization": f"Bearer {largest['key']}"}
-            rngs = [random.Random(100 + i) for i in range(args.clients)]
-
-            def remember_worker(idx: int) -> Callable[[int], None]:
-                def op(i: int) -> None:
-                    r = clients[idx].post(
-                        "/api/v1/memories", json=remember_body(run_id, i * 100 + idx, rngs[idx]), headers=headers
-                    )
-                    if r.status_code not in (200, 201):
-                        raise RuntimeError(f"{r.status_code} {r.text[:200]}")
-
-                return op
-
-            remember_worker(0)(10**6)  # the first request opens the pool
-            res = run_concurrently(args.clients, args.duration, args.http_samples, remember_worker)
-            out["remember_http"] = {
-                "series": "POST /api/v1/memories",
-                "clients": args.clients,
-                **summarise(res.latencies, res.wall),
-                "errors": len(res.errors),
-                "error_samples": res.errors[:3],
-            }
-            print(f"  remember over HTTP: {out['remember_http']['throughput_per_s']}/s", flush=True)
-
-            def search_worker(idx: int) -> Callable[[int], None]:
-                def op(i: int) -> None:
-                    query = texts[(i * args.clients + idx) % len(texts)]
-                    r = clients[idx].post("/api/v1/memories/search", json={"query": query}, headers=headers)
-                    if r.status_code != 200:
-                        raise RuntimeError(f"{r.status_code} {r.text[:200]}")
-
-                return op
-
-            for w in range(10):
-                search_worker(0)(w)
-            res = run_concurrently(args.clients, args.duration, args.http_samples, search_worker)
-            out["search_http"] = {
-                "series": "POST /api/v1/memories/search (text, embedded by the API)",
-                "clients": args.clients,
-                **summarise(res.latencies, res.wall),
-                "errors": len(res.errors),
-                "error_samples": res.errors[:3],
-            }
-            print(f"  text search over HTTP: p95 {out['search_http']['p95_ms']} ms", flush=True)
-        finally:
-            for c in clients:
-                c.close()
+        out["remember_http"] = wrk_series(base, "POST /api/v1/memories", remember_lines, args, run_id)
+        print(f"  remember over HTTP: {out['remember_http']['throughput_per_s']}/s", flush=True)
+        out["search_http"] = wrk_series(
+            base, "POST /api/v1/memories/search (text, embedded by the API)", search_lines, args, run_id + "s"
+        )
+        print(f"  text search over HTTP: p95 {out['search_http']['p95_ms']} ms", flush=True)
     return out
 
 
@@ -588,7 +576,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     r = sub.add_parser("run", help="run the benchmarks")
     r.add_argument("--samples", type=int, default=1000, help="calls per SQL series (default 1000)")
     r.add_argument("--duration", type=float, default=30.0, help="time limit per series in seconds (default 30)")
-    r.add_argument("--http-samples", type=int, default=4000, help="requests per HTTP series (default 4000)")
+    r.add_argument("--http-duration", type=float, default=30.0, help="seconds of wrk per HTTP series (default 30)")
+    r.add_argument("--warmup", type=int, default=5, help="unmeasured seconds of wrk before each series (default 5)")
     r.add_argument("--clients", type=int, default=8, help="concurrent clients (default 8)")
     r.add_argument("--max-load", type=float, default=1.5, help="start when the 1-min load average is below this")
     r.add_argument("--max-wait", type=float, default=900.0, help="wait at most this long for --max-load (s)")

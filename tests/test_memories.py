@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from starlette.testclient import TestClient
 
-from cortex.db import call
+from cortex.db import agent_claims, as_caller, call
 from cortex.errors import CortexError
 from cortex.memories.models import MemoryList, MemorySuperseded, MemoryWithEdges, MemoryWritten
 from cortex.memories.service import sql_args
@@ -217,6 +217,59 @@ def test_a_restatement_with_a_typo_is_still_a_near_duplicate(as_agent: AsAgent, 
     again = write(as_agent, tenant, "Maria Lopez prefers to be caled in the morning before her team standup")
     assert again["created"] is False and again["deduplicated"] == "trigram"
     assert again["memory"]["id"] == first["memory"]["id"]
+
+
+def similarity_calls_of(dsn: str, tenant: Tenant, title: str, body: str = "") -> tuple[dict[str, Any], int]:
+    """luna's remember(title, body), and how many times it ran pg_trgm's similarity (function call
+    counts of its transaction)."""
+    count = "select coalesce(sum(calls), 0) from pg_stat_xact_user_functions where funcname = 'similarity'"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("set track_functions = 'all'")
+        with as_caller(agent_claims(tenant.id, "luna"), conn) as c:
+            written = remember(c, title, body=body)
+            row = c.execute(count).fetchone()
+    assert row is not None
+    return written, int(row[0])
+
+
+def test_a_near_duplicate_probe_compares_at_most_50_memories_however_many_share_its_words(
+    as_agent: AsAgent, tenant: Tenant, admin: Admin, dsn: str
+) -> None:
+    # 300 memories holding every word of the new one but one, of about its length: before the bound,
+    # each was compared (a burst of similar texts made every write compare thousands).
+    words = [f"q{chr(97 + i // 26)}{chr(97 + i % 26)}z" for i in range(300)]
+    admin.execute(
+        "insert into cortex.memory_nodes (tenant_id, kind, title, body, source_agent) "
+        "select %s, 'fact', 'Maria Lopez is moving to a new warehouse in Rotterdam', 'Said on the call: ' || w, 'luna' "
+        "from unnest(%s::text[]) w",
+        (tenant.id, words),
+    )
+    original = write(as_agent, tenant, "Maria Lopez is moving to a new warehouse in Rotterdam",
+                     body="Said on the call: soon")["memory"]["id"]  # fmt: skip
+    again, compared = similarity_calls_of(
+        dsn, tenant, "Maria Lopez is moving to a new warehouse in Rotterdam", "Said on the call: soon!"
+    )
+    assert again["deduplicated"] == "trigram" and again["memory"]["id"] == original
+    # Each compared memory costs two calls (the test, then the order of those that pass it).
+    assert 0 < compared <= 2 * 50, compared
+
+
+def test_memories_with_other_numbers_are_never_compared_by_the_near_duplicate_probe(
+    tenant: Tenant, admin: Admin, dsn: str
+) -> None:
+    # A thousand siblings of a templated event, each with its own order number: the index tells them
+    # apart, so similarity never runs.
+    admin.execute(
+        "insert into cortex.memory_nodes (tenant_id, kind, title, body, source_agent) "
+        "select %s, 'fact', 'Order ' || g || ' shipped to Rotterdam', 'Carrier DHL, two parcels', 'luna' "
+        "from generate_series(1000, 1999) g",
+        (tenant.id,),
+    )
+    written, compared = similarity_calls_of(dsn, tenant, "Order 2001 shipped to Rotterdam", "Carrier DHL, two parcels")
+    assert written["created"] is True and compared == 0
+    again, compared = similarity_calls_of(dsn, tenant, "Order 1500 shipped to Rotterdam!", "Carrier DHL, two parcels")
+    assert again["deduplicated"] == "trigram" and compared >= 1
+    assert again["memory"]["title"] == "Order 1500 shipped to Rotterdam"
 
 
 def test_concurrent_writers_of_one_memory_make_one_node(as_agent: AsAgent, tenant: Tenant, admin: Admin) -> None:

@@ -11,11 +11,14 @@ import pytest
 
 OUR_SCHEMAS = "('cortex', 'public')"
 
-# Hot SQL helpers called per row by walks and searches: they carry no SET clause so that the
+# Hot SQL helpers called per row by walks and searches, or once per write: they carry no SET clause so that the
 # planner inlines them (see the function_search_path_fixed rule and test_inlined_helpers_are_inlined).
 INLINED = (
     "cortex.decayed_weight",
+    "cortex.memory_content_hash",
+    "cortex.memory_negated",
     "cortex.memory_node_json",
+    "cortex.tsquery_quote",
 )
 
 RULES: dict[str, tuple[str, str]] = {
@@ -240,12 +243,15 @@ def test_inlined_helpers_are_inlined(admin: Any) -> None:
     plan = admin.execute(
         """explain (verbose, costs off)
            select cortex.decayed_weight(e.weight, e.last_reinforced_at, 30, false, now()),
-                  cortex.memory_node_json(n)
+                  cortex.memory_node_json(n), cortex.memory_content_hash(n.title, n.body),
+                  cortex.memory_negated(n.body), cortex.tsquery_quote(n.title)
            from cortex.memory_edges e join cortex.memory_nodes n on n.tenant_id = e.tenant_id and n.id = e.target_id"""
     ).fetchall()
     text = "\n".join(str(next(iter(r.values()))) for r in plan)
-    assert "power(" in text and "jsonb_build_object(" in text, text
-    assert "decayed_weight" not in text and "memory_node_json" not in text, text
+    for body in ("power(", "jsonb_build_object(", "md5(", " ~ ", "replace("):
+        assert body in text, (body, text)
+    for helper in INLINED:
+        assert helper.split(".")[1] not in text, (helper, text)
 
 
 def test_inlined_helpers_refuse_a_set_clause_exemption_without_the_comment(admin: Any) -> None:

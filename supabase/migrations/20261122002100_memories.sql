@@ -26,31 +26,45 @@
 
 -- Helpers ----------------------------------------------------------------------------------------
 
+-- The content hash, negation test and tsquery quoting carry no SET clause: a function with one is
+-- never inlined, and these run once per write or once per compared row (parsed and planned anew on
+-- each call otherwise). Their bodies name only pg_catalog, so the caller's search_path cannot change
+-- what they mean (the rule and its test: tests/test_security.py, INLINED).
 create or replace function cortex.memory_content_hash(p_title text, p_body text) returns text
-language sql immutable parallel safe set search_path = '' as $$
-  select md5(lower(regexp_replace(btrim(p_title), '\s+', ' ', 'g')) || E'\n'
-             || lower(regexp_replace(btrim(coalesce(p_body, '')), '\s+', ' ', 'g')))
+language sql immutable parallel safe as $$
+  select pg_catalog.md5(pg_catalog.lower(pg_catalog.regexp_replace(pg_catalog.btrim(p_title), '\s+', ' ', 'g')) || E'\n'
+                        || pg_catalog.lower(pg_catalog.regexp_replace(pg_catalog.btrim(coalesce(p_body, '')), '\s+', ' ', 'g')))
 $$;
 comment on function cortex.memory_content_hash(text, text) is
-  'The exact de-duplication key of a memory''s content: the same expression as the generated column memory_nodes.content_hash (case and runs of whitespace ignored). tests/test_memories.py checks they agree.';
+  'The exact de-duplication key of a memory''s content: the same expression as the generated column memory_nodes.content_hash (case and runs of whitespace ignored). tests/test_memories.py checks they agree. '
+  'Inlined into its callers (no SET clause; pg_catalog names only).';
 
 create or replace function cortex.memory_numbers(p_text text) returns text[]
 language sql immutable parallel safe set search_path = '' as $$
   select coalesce(array_agg(distinct m[1] order by m[1]), '{}')
-  from regexp_matches(coalesce(p_text, ''), '(\d+)', 'g') m
+  from regexp_matches(coalesce(p_text, ''), '(\d+(?:[.,]\d+)*)', 'g') m
 $$;
 comment on function cortex.memory_numbers(text) is
-  'The set of digit runs in a text (sorted, distinct). Near-duplicates must have the same set: "500 EUR" and "5000 EUR" are different facts however similar the words.';
+  'The distinct numbers written in a text (sorted; "1,500.75" is one). Near-duplicates must have the same set ("500 EUR" and "5000 EUR" are different facts however similar the words), and the linker flags two similar texts with different ones as a likely contradiction.';
 
 create or replace function cortex.memory_negated(p_text text) returns boolean
-language sql immutable parallel safe set search_path = '' as $$
-  select coalesce(p_text, '') ~* '(\m(not|no|never|without|cannot|nobody|nothing|none)\M|n''t\M|n’t\M)'
+language sql immutable parallel safe as $$
+  select pg_catalog.lower(coalesce(p_text, '')) ~ '\m(not|no|never|none|nothing|cannot|without|neither|nor)\M|n[''’]t\M'
 $$;
 comment on function cortex.memory_negated(text) is
-  'True when a text is negated (not, no, never, n''t, without, cannot, nobody, nothing, none). Near-duplicates must agree: "does not want calls" is no duplicate of "wants calls".';
+  'True when a text holds a negation (not, no, never, none, nothing, cannot, without, neither, nor, ...n''t). Near-duplicates must agree ("does not want calls" is no duplicate of "wants calls"), and the linker flags two similar texts that disagree as a likely contradiction. '
+  'Inlined into its callers (no SET clause; pg_catalog names only).';
+
+create or replace function cortex.tsquery_quote(p_lexeme text) returns text
+language sql immutable parallel safe as $$
+  select '''' || pg_catalog.replace(pg_catalog.replace(p_lexeme, '\', '\\'), '''', '''''') || ''''
+$$;
+comment on function cortex.tsquery_quote(text) is
+  'A lexeme as one quoted term of a tsquery''s text (backslashes and quotes escaped): no operator or weight in it is read as such. '
+  'Inlined into its callers (no SET clause; pg_catalog names only).';
 
 grant execute on function cortex.memory_content_hash(text, text), cortex.memory_numbers(text),
-  cortex.memory_negated(text) to authenticated, service_role;
+  cortex.memory_negated(text), cortex.tsquery_quote(text) to authenticated, service_role;
 
 -- Term statistics: which words are common in a tenant ---------------------------------------------
 -- Ranking reads every document the any-word query matches, and a common word matches a good part
@@ -133,12 +147,16 @@ comment on function cortex.refresh_memory_lexicons(int) is
   'Scheduled (hourly): recounts the term statistics of every tenant holding at least p_min_documents shared active memories (or counted before); returns how many tenants were counted.';
 revoke execute on function cortex.refresh_memory_lexicons(int) from public, anon, authenticated, service_role;
 
-create or replace function cortex.memory_rare_tsquery(
+create or replace function cortex.memory_rare_lexemes(
   p_tenant_id uuid, p_config regconfig, p_text text, p_words int, p_budget int
-) returns tsquery
-language sql stable parallel safe set search_path = '' as $$
+) returns text[]
+-- plpgsql, not sql: it runs once per write, and a SQL function with a SET clause is parsed and
+-- planned on every call; plpgsql keeps the plan for the connection.
+language plpgsql stable parallel safe set search_path = '' as $$
+begin
   -- Rarest first (a word never counted first of all, the longest of those first): a restatement,
   -- even with a typo or two, shares some of them with what it restates.
+  return (
   with lex as (
     select t.lexeme, coalesce(l.ndoc, 0) as df
     from pg_catalog.unnest(pg_catalog.tsvector_to_array(pg_catalog.to_tsvector(p_config, coalesce(p_text, '')))) t (lexeme)
@@ -149,14 +167,24 @@ language sql stable parallel safe set search_path = '' as $$
     from lex x
     window w as (order by x.df, pg_catalog.length(x.lexeme) desc, x.lexeme)
   )
-  select pg_catalog.string_agg(
-           '''' || pg_catalog.replace(pg_catalog.replace(r.lexeme, '\', '\\'), '''', '''''') || '''', ' | '
-           order by r.pos)::tsquery
+  select pg_catalog.array_agg(r.lexeme order by r.pos)
   from ranked r
-  where r.pos <= p_words and (r.upto <= p_budget or r.pos = 1)
+  where r.pos <= p_words and (r.upto <= p_budget or r.pos = 1));
+end $$;
+comment on function cortex.memory_rare_lexemes(uuid, regconfig, text, int, int) is
+  'The p_words rarest lexemes of p_text in a tenant (cortex.memory_lexemes; a lexeme never counted first), rarest first, as many as keep the expected matches under p_budget (at least one); null for a text without lexemes.';
+grant execute on function cortex.memory_rare_lexemes(uuid, regconfig, text, int, int) to authenticated, service_role;
+
+create or replace function cortex.memory_rare_tsquery(
+  p_tenant_id uuid, p_config regconfig, p_text text, p_words int, p_budget int
+) returns tsquery
+language sql stable parallel safe set search_path = '' as $$
+  select pg_catalog.string_agg(cortex.tsquery_quote(l.lexeme), ' | ' order by l.pos)::tsquery
+  from pg_catalog.unnest(cortex.memory_rare_lexemes(p_tenant_id, p_config, p_text, p_words, p_budget))
+       with ordinality l (lexeme, pos)
 $$;
 comment on function cortex.memory_rare_tsquery(uuid, regconfig, text, int, int) is
-  'The OR of the p_words rarest lexemes of p_text in a tenant (cortex.memory_lexemes; a lexeme never counted first), as many as keep the expected matches under p_budget (at least one); null for a text without lexemes. The near-duplicate test''s candidates.';
+  'The OR of cortex.memory_rare_lexemes (the p_words rarest lexemes of p_text in a tenant, as many as keep the expected matches under p_budget); null for a text without lexemes.';
 grant execute on function cortex.memory_rare_tsquery(uuid, regconfig, text, int, int) to authenticated, service_role;
 
 -- Definer: `@@` and pg_trgm's similarity are not leakproof, so under RLS the planner may not use
@@ -166,53 +194,73 @@ create or replace function cortex.memory_near_duplicate(p_kind text, p_private b
 returns uuid
 language plpgsql volatile security definer set search_path = '' as $$
 declare
-  -- Candidates: memories holding one of the text's 8 rarest words, about 500 at most.
+  -- Candidates: memories holding one of the text's 8 rarest words (about 500, when the words are
+  -- counted); of those, the 50 holding the most of them are compared. A word not yet counted (new
+  -- since the hourly count, or in a tenant too small to count) looks rare however common it has
+  -- become: without the second bound, a burst of similar texts made each probe compare thousands.
   c_words constant int := 8;
   c_budget constant int := 500;
+  c_compared constant int := 50;
   v_tenant uuid := cortex.require_tenant();
   v_scope text := case when p_private then cortex.current_agent() else '' end;
   v_text text := btrim(p_title) || ' ' || coalesce(p_body, '');
   v_cfg cortex.memory_settings;
-  v_candidates tsquery;
+  v_lexemes text[];
+  v_query text;
   v_ratio real;
   v_id uuid;
 begin
   select * into v_cfg from cortex.memory_settings s where s.tenant_id = v_tenant;
   -- Lengths within this ratio: a tenth below the threshold, as slack for repeated trigrams.
   v_ratio := greatest(0.5, coalesce(v_cfg.dedup_trigram, 0.9) - 0.1);
-  v_candidates := cortex.memory_rare_tsquery(v_tenant, coalesce(v_cfg.text_config, 'pg_catalog.english'), v_text,
-                                             c_words, c_budget);
-  if v_candidates is null then
+  v_lexemes := cortex.memory_rare_lexemes(v_tenant, coalesce(v_cfg.text_config, 'pg_catalog.english'), v_text,
+                                          c_words, c_budget);
+  if v_lexemes is null then
     return null;
   end if;
+  -- Near-duplicates have the same numbers: each number standing as a word in the text must be in
+  -- the candidate too, so the index, not similarity, tells "order 1041 shipped" from its thousand
+  -- siblings. A number inside a word ("5th", "v2") is left to memory_numbers below.
+  select '(' || (select string_agg(cortex.tsquery_quote(l), ' | ') from unnest(v_lexemes) l) || ')'
+         || coalesce(' & ' || string_agg(cortex.tsquery_quote(d), ' & '), '')
+  into v_query
+  from unnest(tsvector_to_array(to_tsvector(coalesce(v_cfg.text_config, 'pg_catalog.english'), v_text))) d
+  where d ~ '^[0-9]+$';
   -- EXECUTE: planned for these words (a cached generic plan cannot know that they are rare).
   execute $q$
     -- The candidates first, by the full-text index alone (given the kind and scope too, the
     -- planner preferred the unique index on them and tested every fact of the tenant).
     with c as materialized (
-      select n.id, n.title, n.body, n.created_at, n.status, n.ref_kind, n.kind, n.scope
+      select n.id, n.title, n.body, n.created_at, n.status, n.ref_kind, n.kind, n.scope, n.fts
       from cortex.memory_nodes n
       where n.tenant_id = $1 and n.fts operator(pg_catalog.@@) $2
+    ),
+    -- Texts this similar are of about the same length, and share most of the rare words: both are
+    -- cheap tests (similarity builds both trigram sets, most of a probe's time), so they pick the
+    -- few that similarity compares. A near-duplicate holds (nearly) all of the words.
+    compared as (
+      select c.id, c.title || ' ' || c.body as text, c.created_at
+      from c
+      where c.status = 'active' and c.ref_kind is null and c.kind = $3 and c.scope = $4
+        and pg_catalog.length(c.title || ' ' || c.body) between $7 and $8
+      order by pg_catalog.length(c.fts) - pg_catalog.length(pg_catalog.ts_delete(c.fts, $9)) desc, c.created_at, c.id
+      limit $10
     )
     select n.id
-    from c n
-    where n.status = 'active' and n.ref_kind is null and n.kind = $3 and n.scope = $4
-      -- Texts this similar are of about the same length: a cheap test first (similarity builds
-      -- both trigram sets, most of a probe's time).
-      and pg_catalog.length(n.title || ' ' || n.body) between $7 and $8
-      and extensions.similarity(n.title || ' ' || n.body, $5) >= $6
-      and cortex.memory_numbers(n.title || ' ' || n.body) = cortex.memory_numbers($5)
-      and cortex.memory_negated(n.title || ' ' || n.body) = cortex.memory_negated($5)
-    order by extensions.similarity(n.title || ' ' || n.body, $5) desc, n.created_at, n.id
+    from compared n
+    where extensions.similarity(n.text, $5) >= $6
+      and cortex.memory_numbers(n.text) = cortex.memory_numbers($5)
+      and cortex.memory_negated(n.text) = cortex.memory_negated($5)
+    order by extensions.similarity(n.text, $5) desc, n.created_at, n.id
     limit 1 $q$
   into v_id
-  using v_tenant, v_candidates, p_kind, v_scope, v_text, coalesce(v_cfg.dedup_trigram, 0.9),
-        floor(length(v_text) * v_ratio)::int, ceil(length(v_text) / v_ratio)::int;
+  using v_tenant, v_query::tsquery, p_kind, v_scope, v_text, coalesce(v_cfg.dedup_trigram, 0.9),
+        floor(length(v_text) * v_ratio)::int, ceil(length(v_text) / v_ratio)::int, v_lexemes, c_compared;
   return v_id;
 end $$;
 comment on function cortex.memory_near_duplicate(text, boolean, text, text) is
   'The trigram de-duplication test: the active written node of this kind in the caller''s scope (shared, or the calling agent''s private ones) whose title + body is at least memory_settings.dedup_trigram similar and has the same numbers and negation, most similar first; null when none. '
-  'Compared with the memories holding one of the text''s 8 rarest words (cortex.memory_rare_tsquery, about 500 at most), found through the full-text index, and of a length within (threshold - 0.1) of the text''s. Tenant and agent from the claims (28000 without).';
+  'Candidates: the memories holding one of the text''s 8 rarest words (cortex.memory_rare_lexemes, about 500 when counted) and every number that stands as a word in it, found through the full-text index, of a length within (threshold - 0.1) of the text''s; of those, the 50 holding the most of the words (then the oldest) are compared. Tenant and agent from the claims (28000 without).';
 revoke execute on function cortex.memory_near_duplicate(text, boolean, text, text) from public, anon, service_role;
 grant execute on function cortex.memory_near_duplicate(text, boolean, text, text) to authenticated;
 

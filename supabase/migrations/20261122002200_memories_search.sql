@@ -52,18 +52,7 @@ create trigger memory_nodes_wake_reindex after update of title, body on cortex.m
 
 -- Text helpers of the linker ---------------------------------------------------------------------
 
-create or replace function cortex.memory_numbers(p_text text) returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select coalesce(array_agg(distinct m[1] order by m[1]), '{}')
-  from regexp_matches(coalesce(p_text, ''), '(\d+(?:[.,]\d+)*)', 'g') m
-$$;
-comment on function cortex.memory_numbers(text) is 'The distinct numbers written in a text (sorted), for the contradiction heuristic.';
-
-create or replace function cortex.memory_negated(p_text text) returns boolean
-language sql immutable parallel safe set search_path = '' as $$
-  select lower(coalesce(p_text, '')) ~ '\m(not|no|never|none|nothing|cannot|without|neither|nor)\M|n[''’]t\M'
-$$;
-comment on function cortex.memory_negated(text) is 'True when a text holds a negation (not, no, never, cannot, ...n''t), for the contradiction heuristic.';
+-- cortex.memory_numbers and cortex.memory_negated: defined with the writes (20261122002100_memories.sql).
 
 create or replace function cortex.memory_conflict(p_a text, p_b text) returns text
 language sql immutable parallel safe set search_path = '' as $$
@@ -98,8 +87,7 @@ $$;
 comment on function cortex.memory_name_grams(text, int) is
   'Candidate names in a text: each run of 1..4 consecutive words, lower-cased (the first 8,000 characters). The auto-linker looks them up in memory_nodes_entity_names.';
 
-grant execute on function cortex.memory_numbers(text), cortex.memory_negated(text), cortex.memory_conflict(text, text),
-  cortex.memory_name_grams(text, int) to authenticated, service_role;
+grant execute on function cortex.memory_conflict(text, text), cortex.memory_name_grams(text, int) to authenticated, service_role;
 
 -- The worker's queue: claim, store, fail -----------------------------------------------------------
 
