@@ -32,7 +32,7 @@
 -- Everything is set-based (insert ... select over generate_series) in committed batches with a
 -- progress line each, seeded (setseed) so two runs produce the same shapes. The real tables stay
 -- logged with their triggers and checks (the node trigger computes the full-text vector, the edge
--- trigger keeps private edges private); only the HNSW, full-text and trigram indexes are dropped
+-- trigger keeps private edges private); only the HNSW and full-text indexes are dropped
 -- during the load and rebuilt at the end (the build times go to bench.meta).
 
 \set ON_ERROR_STOP on
@@ -77,14 +77,14 @@ insert into bench.meta values ('scale', :'scale'), ('started_at', now()::text);
 -- Indexes rebuilt after the load: their definitions as the migrations made them.
 create table bench.deferred_indexes as
 select indexname, indexdef from pg_indexes
-where schemaname = 'cortex' and indexname in ('memory_nodes_embedding', 'memory_nodes_fts', 'memory_nodes_trgm');
+where schemaname = 'cortex' and indexname in ('memory_nodes_embedding', 'memory_nodes_fts');
 do $$
 begin
-  if (select count(*) from bench.deferred_indexes) <> 3 then
-    raise exception 'expected the three indexes of a freshly migrated database (run scripts/bench graph --regenerate)';
+  if (select count(*) from bench.deferred_indexes) <> 2 then
+    raise exception 'expected the two indexes of a freshly migrated database (run scripts/bench graph --regenerate)';
   end if;
 end $$;
-drop index cortex.memory_nodes_embedding, cortex.memory_nodes_fts, cortex.memory_nodes_trgm;
+drop index cortex.memory_nodes_embedding, cortex.memory_nodes_fts;
 
 -- Deterministic ids, so edges can name nodes by (tenant, sequence number) without a lookup.
 create function bench.nid(p_tenant int, p_seq bigint) returns uuid
@@ -442,7 +442,7 @@ join bench.noise n on n.i = (g.i * 11) % 8192
 join bench.noise n2 on n2.i = (g.i * 13 + 5) % 8192;
 
 -- Deferred indexes ----------------------------------------------------------------------------------
-\echo '== full-text and trigram indexes'
+\echo '== full-text index'
 create table bench.index_builds (indexname text primary key, seconds numeric not null);
 create procedure bench.build_indexes(p_names text[])
 language plpgsql as $$
@@ -458,7 +458,7 @@ begin
     raise notice 'index %: % s', d.indexname, round(extract(epoch from clock_timestamp() - t0), 1);
   end loop;
 end $$;
-call bench.build_indexes(array['memory_nodes_fts', 'memory_nodes_trgm']);
+call bench.build_indexes(array['memory_nodes_fts']);
 \echo '== HNSW index (maintenance_work_mem' :hnsw_mem ')'
 set maintenance_work_mem = :'hnsw_mem';
 set max_parallel_maintenance_workers = 1;

@@ -208,10 +208,11 @@ create index memory_nodes_recent on cortex.memory_nodes (tenant_id, created_at d
 create index memory_nodes_agent on cortex.memory_nodes (tenant_id, source_agent, created_at desc);
 create index memory_nodes_contact on cortex.memory_nodes (tenant_id, contact_id, created_at desc) where contact_id is not null;
 -- Tenant first (btree_gin): a small tenant's words are looked up among its own memories, not
--- among every tenant's.
-create index memory_nodes_fts on cortex.memory_nodes using gin (tenant_id, fts);
+-- among every tenant's. No fast update: every write's near-duplicate probe and every text search
+-- would otherwise read the whole pending list (up to gin_pending_list_limit, 4 MB) while writes
+-- come in; under a stream of writes that was most of a probe's time (docs/benchmarks.md).
+create index memory_nodes_fts on cortex.memory_nodes using gin (tenant_id, fts) with (fastupdate = off);
 create index memory_nodes_tags on cortex.memory_nodes using gin (tags) where cardinality(tags) > 0;
-create index memory_nodes_trgm on cortex.memory_nodes using gin (title extensions.gin_trgm_ops);
 create index memory_nodes_embedding on cortex.memory_nodes using hnsw (embedding extensions.vector_cosine_ops);
 create index memory_nodes_review on cortex.memory_nodes (tenant_id, updated_at desc) where needs_review;
 -- The few permanent nodes: a walk ranks the nodes it reaches before reading them (their edges never decay).
