@@ -194,10 +194,11 @@ create or replace function cortex.memory_near_duplicate(p_kind text, p_private b
 returns uuid
 language plpgsql volatile security definer set search_path = '' as $$
 declare
-  -- Candidates: memories holding one of the text's 8 rarest words (about 500, when the words are
-  -- counted); of those, the 50 holding the most of them are compared. A word not yet counted (new
-  -- since the hourly count, or in a tenant too small to count) looks rare however common it has
-  -- become: without the second bound, a burst of similar texts made each probe compare thousands.
+  -- Candidates: memories holding the text's words with digits, or two of its 8 rarest words
+  -- (below); of those, the 50 holding the most of the rarest words are compared. A word not yet
+  -- counted (new since the hourly count, or in a tenant too small to count) looks rare however
+  -- common it has become: without these bounds a burst of similar texts made each probe read and
+  -- compare thousands. (A number in thousands of memories, a year alone, still widens the set read.)
   c_words constant int := 8;
   c_budget constant int := 500;
   c_compared constant int := 50;
@@ -218,14 +219,23 @@ begin
   if v_lexemes is null then
     return null;
   end if;
-  -- Near-duplicates have the same numbers: each number standing as a word in the text must be in
-  -- the candidate too, so the index, not similarity, tells "order 1041 shipped" from its thousand
-  -- siblings. A number inside a word ("5th", "v2") is left to memory_numbers below.
-  select '(' || (select string_agg(cortex.tsquery_quote(l), ' | ') from unnest(v_lexemes) l) || ')'
-         || coalesce(' & ' || string_agg(cortex.tsquery_quote(d), ' & '), '')
-  into v_query
+  -- Near-duplicates have the same numbers, written the same way: when the text has words with a
+  -- digit in them, the candidates are the memories holding every one of them, so the index, not
+  -- similarity, tells "order 1041 shipped" from its thousand siblings ("5 pm" and "5pm" are left
+  -- apart: the worker's embedding test still finds those). Otherwise they hold two of the rarest
+  -- words (one when the text has one): a near-duplicate holds nearly all of them, and a word not
+  -- yet counted can be in thousands of recent memories (a new name, a burst of templated notes),
+  -- which a pair of words narrows in the index before any row is read.
+  select string_agg(cortex.tsquery_quote(d), ' & ') into v_query
   from unnest(tsvector_to_array(to_tsvector(coalesce(v_cfg.text_config, 'pg_catalog.english'), v_text))) d
-  where d ~ '^[0-9]+$';
+  where d ~ '[0-9]';
+  if v_query is null then
+    select coalesce(string_agg('(' || cortex.tsquery_quote(a.w) || ' & ' || cortex.tsquery_quote(b.w) || ')', ' | '),
+                    cortex.tsquery_quote(v_lexemes[1]))
+    into v_query
+    from unnest(v_lexemes) with ordinality a (w, i)
+    join unnest(v_lexemes) with ordinality b (w, j) on a.i < b.j;
+  end if;
   -- EXECUTE: planned for these words (a cached generic plan cannot know that they are rare).
   execute $q$
     -- The candidates first, by the full-text index alone (given the kind and scope too, the
@@ -260,7 +270,7 @@ begin
 end $$;
 comment on function cortex.memory_near_duplicate(text, boolean, text, text) is
   'The trigram de-duplication test: the active written node of this kind in the caller''s scope (shared, or the calling agent''s private ones) whose title + body is at least memory_settings.dedup_trigram similar and has the same numbers and negation, most similar first; null when none. '
-  'Candidates: the memories holding one of the text''s 8 rarest words (cortex.memory_rare_lexemes, about 500 when counted) and every number that stands as a word in it, found through the full-text index, of a length within (threshold - 0.1) of the text''s; of those, the 50 holding the most of the words (then the oldest) are compared. Tenant and agent from the claims (28000 without).';
+  'Candidates: the memories holding every word of the text with a digit in it, or, for a text without one, two of its 8 rarest words (cortex.memory_rare_lexemes; one when it has one), found through the full-text index, of a length within (threshold - 0.1) of the text''s; of those, the 50 holding the most of the words (then the oldest) are compared. Tenant and agent from the claims (28000 without).';
 revoke execute on function cortex.memory_near_duplicate(text, boolean, text, text) from public, anon, service_role;
 grant execute on function cortex.memory_near_duplicate(text, boolean, text, text) to authenticated;
 
