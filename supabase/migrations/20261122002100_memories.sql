@@ -192,7 +192,10 @@ grant execute on function cortex.memory_rare_tsquery(uuid, regconfig, text, int,
 -- an argument.
 create or replace function cortex.memory_near_duplicate(p_kind text, p_private boolean, p_title text, p_body text)
 returns uuid
-language plpgsql volatile security definer set search_path = '' as $$
+-- One generic plan for every call (plan_cache_mode): the full-text index is the only one that can
+-- answer `@@`, so it is the plan whatever the words, and planning the statement anew on each write
+-- (EXECUTE, or custom plans) cost a tenth of a write.
+language plpgsql volatile security definer set search_path = '' set plan_cache_mode = force_generic_plan as $$
 declare
   -- Candidates: memories holding the text's words with digits, or two of its 8 rarest words
   -- (below); of those, the 50 holding the most of the rarest words are compared. A word not yet
@@ -214,11 +217,6 @@ begin
   select * into v_cfg from cortex.memory_settings s where s.tenant_id = v_tenant;
   -- Lengths within this ratio: a tenth below the threshold, as slack for repeated trigrams.
   v_ratio := greatest(0.5, coalesce(v_cfg.dedup_trigram, 0.9) - 0.1);
-  v_lexemes := cortex.memory_rare_lexemes(v_tenant, coalesce(v_cfg.text_config, 'pg_catalog.english'), v_text,
-                                          c_words, c_budget);
-  if v_lexemes is null then
-    return null;
-  end if;
   -- Near-duplicates have the same numbers, written the same way: when the text has words with a
   -- digit in them, the candidates are the memories holding every one of them, so the index, not
   -- similarity, tells "order 1041 shipped" from its thousand siblings ("5 pm" and "5pm" are left
@@ -230,47 +228,47 @@ begin
   from unnest(tsvector_to_array(to_tsvector(coalesce(v_cfg.text_config, 'pg_catalog.english'), v_text))) d
   where d ~ '[0-9]';
   if v_query is null then
+    v_lexemes := cortex.memory_rare_lexemes(v_tenant, coalesce(v_cfg.text_config, 'pg_catalog.english'), v_text,
+                                            c_words, c_budget);
+    if v_lexemes is null then
+      return null;
+    end if;
     select coalesce(string_agg('(' || cortex.tsquery_quote(a.w) || ' & ' || cortex.tsquery_quote(b.w) || ')', ' | '),
                     cortex.tsquery_quote(v_lexemes[1]))
     into v_query
     from unnest(v_lexemes) with ordinality a (w, i)
     join unnest(v_lexemes) with ordinality b (w, j) on a.i < b.j;
   end if;
-  -- EXECUTE: planned for these words (a cached generic plan cannot know that they are rare).
-  execute $q$
-    -- The candidates first, by the full-text index alone (given the kind and scope too, the
-    -- planner preferred the unique index on them and tested every fact of the tenant).
-    with c as materialized (
-      select n.id, n.title, n.body, n.created_at, n.status, n.ref_kind, n.kind, n.scope, n.fts
-      from cortex.memory_nodes n
-      where n.tenant_id = $1 and n.fts operator(pg_catalog.@@) $2
-    ),
-    -- Texts this similar are of about the same length, and share most of the rare words: both are
-    -- cheap tests (similarity builds both trigram sets, most of a probe's time), so they pick the
-    -- few that similarity compares. A near-duplicate holds (nearly) all of the words.
-    compared as (
-      select c.id, c.title || ' ' || c.body as text, c.created_at
-      from c
-      where c.status = 'active' and c.ref_kind is null and c.kind = $3 and c.scope = $4
-        and pg_catalog.length(c.title || ' ' || c.body) between $7 and $8
-      order by pg_catalog.length(c.fts) - pg_catalog.length(pg_catalog.ts_delete(c.fts, $9)) desc, c.created_at, c.id
-      limit $10
-    )
-    select n.id
-    from compared n
-    where extensions.similarity(n.text, $5) >= $6
-      and cortex.memory_numbers(n.text) = cortex.memory_numbers($5)
-      and cortex.memory_negated(n.text) = cortex.memory_negated($5)
-    order by extensions.similarity(n.text, $5) desc, n.created_at, n.id
-    limit 1 $q$
-  into v_id
-  using v_tenant, v_query::tsquery, p_kind, v_scope, v_text, coalesce(v_cfg.dedup_trigram, 0.9),
-        floor(length(v_text) * v_ratio)::int, ceil(length(v_text) / v_ratio)::int, v_lexemes, c_compared;
+  -- The candidates first, by the full-text index alone (given the kind and scope too, the
+  -- planner preferred the unique index on them and tested every fact of the tenant).
+  with c as materialized (
+    select n.id, n.title, n.body, n.created_at, n.status, n.ref_kind, n.kind, n.scope, n.fts
+    from cortex.memory_nodes n
+    where n.tenant_id = v_tenant and n.fts @@ v_query::tsquery
+  ),
+  -- Texts this similar are of about the same length, and share most of the rare words: both are
+  -- cheap tests (similarity builds both trigram sets, most of a probe's time), so they pick the few
+  -- that similarity compares. A near-duplicate holds (nearly) all of the words.
+  compared as (
+    select c.id, c.title || ' ' || c.body as text, c.created_at
+    from c
+    where c.status = 'active' and c.ref_kind is null and c.kind = p_kind and c.scope = v_scope
+      and length(c.title || ' ' || c.body) between floor(length(v_text) * v_ratio) and ceil(length(v_text) / v_ratio)
+    order by length(c.fts) - coalesce(length(ts_delete(c.fts, v_lexemes)), 0) desc, c.created_at, c.id
+    limit c_compared
+  )
+  select n.id into v_id
+  from compared n
+  where extensions.similarity(n.text, v_text) >= coalesce(v_cfg.dedup_trigram, 0.9)
+    and cortex.memory_numbers(n.text) = cortex.memory_numbers(v_text)
+    and cortex.memory_negated(n.text) = cortex.memory_negated(v_text)
+  order by extensions.similarity(n.text, v_text) desc, n.created_at, n.id
+  limit 1;
   return v_id;
 end $$;
 comment on function cortex.memory_near_duplicate(text, boolean, text, text) is
   'The trigram de-duplication test: the active written node of this kind in the caller''s scope (shared, or the calling agent''s private ones) whose title + body is at least memory_settings.dedup_trigram similar and has the same numbers and negation, most similar first; null when none. '
-  'Candidates: the memories holding every word of the text with a digit in it, or, for a text without one, two of its 8 rarest words (cortex.memory_rare_lexemes; one when it has one), found through the full-text index, of a length within (threshold - 0.1) of the text''s; of those, the 50 holding the most of the words (then the oldest) are compared. Tenant and agent from the claims (28000 without).';
+  'Candidates: the memories holding every word of the text with a digit in it, or, for a text without one, two of its 8 rarest words (cortex.memory_rare_lexemes; one when it has one), found through the full-text index, of a length within (threshold - 0.1) of the text''s; of those, the 50 holding the most of the rare words (then the oldest) are compared. Tenant and agent from the claims (28000 without).';
 revoke execute on function cortex.memory_near_duplicate(text, boolean, text, text) from public, anon, service_role;
 grant execute on function cortex.memory_near_duplicate(text, boolean, text, text) to authenticated;
 
