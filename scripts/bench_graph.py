@@ -540,13 +540,15 @@ def run(args: argparse.Namespace) -> int:
             "dataset": dataset_info(conn),
             "reset": reset_info,
         }
-    print("search_memories and traverse_graph in SQL", flush=True)
-    results["sql"] = bench_sql(dsn, args)
+    if args.sql:
+        print("search_memories and traverse_graph in SQL", flush=True)
+        results["sql"] = bench_sql(dsn, args)
     if args.http:
         print("remember and text search over HTTP", flush=True)
         results["http"] = bench_http(dsn, args)
-        print("the worker's embedding of what was remembered", flush=True)
-        results["worker"] = bench_worker(dsn)
+        if args.worker:
+            print("the worker's embedding of what was remembered", flush=True)
+            results["worker"] = bench_worker(dsn)
     with psycopg.connect(dsn, autocommit=True) as conn:
         results["sizes"] = sizes(conn)
     results["targets"] = targets(results)
@@ -558,7 +560,7 @@ def run(args: argparse.Namespace) -> int:
     print()
     print(markdown(results))
     print(f"\nresults written to {out}")
-    short = [r for r in results["sql"]["rows"] if "smallest" in r["series"] and r["problems"]]
+    short = [r for r in results.get("sql", {}).get("rows", []) if "smallest" in r["series"] and r["problems"]]
     if short:
         print("the smallest tenant did not always get a full top-10", file=sys.stderr)
         return 1
@@ -582,6 +584,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--max-load", type=float, default=1.5, help="start when the 1-min load average is below this")
     r.add_argument("--max-wait", type=float, default=900.0, help="wait at most this long for --max-load (s)")
     r.add_argument("--no-http", dest="http", action="store_false", help="skip HTTP and the worker")
+    r.add_argument("--no-sql", dest="sql", action="store_false", help="skip the SQL series")
+    r.add_argument("--no-worker", dest="worker", action="store_false", help="skip the worker's embedding run")
     r.add_argument("--out", default=str(RESULTS), help="where to write the JSON results")
     args = parser.parse_args(argv)
     if args.command == "generate":

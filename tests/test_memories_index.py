@@ -221,6 +221,46 @@ def test_an_embedded_near_duplicate_is_archived_into_the_older_node(admin: Any, 
     assert _node(admin, other_kind)["status"] == "active"  # another kind is not a copy
 
 
+def test_an_embedded_near_duplicate_about_a_contact_is_folded_only_into_that_contacts_memory(
+    admin: Any, tenant: Tenant, queue: Any, contact: dict[str, Any]
+) -> None:
+    admin.execute("update cortex.memory_settings set dedup_cosine = 0.85 where tenant_id = %s", (tenant.id,))
+    about = _insert(admin, tenant, "Prefers to be contacted by email", contact_id=contact["id"])
+    unrelated = _insert(admin, tenant, "Prefers to be contacted by email.")  # no contact: not a copy source
+    _drain(queue)
+    newer = _insert(admin, tenant, "Prefers being contacted by email", contact_id=contact["id"])
+    _drain(queue)
+    assert _node(admin, newer)["metadata"]["duplicate_of"] == about
+    assert _node(admin, unrelated)["status"] == "active"
+
+
+@pytest.mark.slow  # 20,000 vectors into the HNSW index: about a minute
+def test_the_embedding_copy_probe_reads_a_few_rows_however_many_memories_pass_its_filters(
+    admin: Any, tenant: Tenant, queue: Any
+) -> None:
+    # 20,000 embedded facts without a contact, like the new one. The planner could not tell how many
+    # had no contact, and sorted every fact of the tenant by distance (300-500 ms a node at 1M nodes).
+    admin.execute(
+        "insert into cortex.memory_nodes (tenant_id, kind, title, body, source_agent, embedding, embed_status,"
+        " link_status, created_at) "
+        "select %s, 'fact', 'routine note ' || g, '', 'luna',"
+        " (select array_agg(random() - 0.5)::extensions.vector(384) from generate_series(1, 384) d where g > 0),"
+        " 'done', 'done', now() - interval '1 day' from generate_series(1, 20000) g",
+        (tenant.id,),
+    )
+    admin.execute("analyze cortex.memory_nodes")
+    newer = _insert(admin, tenant, "The customer prefers to be contacted by email")
+    _drain(queue)
+    with admin.transaction():
+        admin.execute("select cortex.dedup_memory_embeddings(%s, %s::uuid[])", (tenant.id, [newer]))
+        read = admin.execute(
+            "select pg_stat_get_xact_tuples_returned(c.oid) + pg_stat_get_xact_tuples_fetched(c.oid) as n "
+            "from (select 'cortex.memory_nodes'::regclass::oid as oid) c"
+        ).fetchone()["n"]
+    assert _node(admin, newer)["status"] == "active"
+    assert read < 1000, read
+
+
 def test_similar_memories_with_other_numbers_are_flagged_as_contradictions_not_merged(
     admin: Any, tenant: Tenant, queue: Any
 ) -> None:
