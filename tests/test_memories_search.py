@@ -694,3 +694,45 @@ def test_reads_that_only_log_access_commit_without_waiting_for_the_wal_flush(
         assert conn.execute("show synchronous_commit").fetchone()[0] == "off"
     with as_agent(tenant, "luna") as conn:  # the setting is the transaction's, not the session's
         assert conn.execute("show synchronous_commit").fetchone()[0] == "on"
+
+
+def test_an_anchored_search_does_not_walk_through_a_hub_when_the_first_level_holds_enough(
+    admin: Any, tenant: Tenant, as_agent: AsAgent
+) -> None:
+    # An anchor with 100 neighbours, each of which applies to a hub of 5,000 memories. The graph
+    # ranking wants the nearest 2 N (N = 40 candidates): the first level holds them, so the walk
+    # does not go through the hub (a walk for the nearest 10 N did, from each of the 100: 525,200
+    # edge rows read).
+    anchor = _insert(admin, tenant, "Quarterly review with the logistics team")
+    hub = _insert(admin, tenant, "Globex Corporation", kind="system")
+    admin.execute(
+        "with n as (insert into cortex.memory_nodes (tenant_id, kind, title, body, source_agent) "
+        "  select %(t)s, 'fact', 'review note ' || g, '', 'luna' from generate_series(1, 100) g returning id) "
+        "insert into cortex.memory_edges (tenant_id, source_id, relation, target_id, weight) "
+        "select %(t)s, n.id, r.relation, r.target, 0.9 from n "
+        "cross join (values ('relates_to', %(a)s::uuid), ('applies_to', %(h)s::uuid)) r (relation, target)",
+        {"t": tenant.id, "a": anchor, "h": hub},
+    )
+    admin.execute(
+        "with n as (insert into cortex.memory_nodes (tenant_id, kind, title, body, source_agent) "
+        "  select %(t)s, 'fact', 'order note ' || g, '', 'luna' from generate_series(1, 5000) g returning id) "
+        "insert into cortex.memory_edges (tenant_id, source_id, relation, target_id, weight) "
+        "select %(t)s, n.id, 'applies_to', %(h)s::uuid, 0.9 from n",
+        {"t": tenant.id, "h": hub},
+    )
+    admin.execute("analyze cortex.memory_edges")
+    with as_agent(tenant, "luna") as conn:
+
+        def edges_read() -> int:
+            row = conn.execute(
+                "select pg_stat_get_xact_tuples_returned(c.oid) + pg_stat_get_xact_tuples_fetched(c.oid) "
+                "from (select 'cortex.memory_edges'::regclass::oid as oid) c"
+            ).fetchone()
+            return int(row[0])
+
+        before = edges_read()
+        out = call(conn, "search_memories", anchors=[anchor], anchor_depth=2, record_access=False)
+        read = edges_read() - before
+    found = _ids(out)
+    assert len(found) == 10 and hub not in found and out["results"][0]["rankings"]["graph"] is not None
+    assert read < 10_000, read
