@@ -21,6 +21,7 @@ from cortex.memories.models import MemoryList, MemorySuperseded, MemoryWithEdges
 from cortex.memories.service import sql_args
 from tests.api_helpers import bearer, body_of, error_of
 from tests.conftest import AsAgent, Tenant
+from tests.stats_helpers import rows_read
 
 V1 = "/api/v1"
 Admin = psycopg.Connection[dict[str, Any]]
@@ -275,18 +276,9 @@ def test_memories_sharing_only_one_word_with_a_new_one_are_never_read_by_its_nea
     admin.execute("analyze cortex.memory_nodes")
     first = write(as_agent, tenant, "Zanzibar warehouse opens in spring")["memory"]["id"]
     with as_agent(tenant, "luna") as conn:
-
-        def fetched() -> int:
-            # Rows read by sequential scans plus rows fetched by index and bitmap scans.
-            row = conn.execute(
-                "select pg_stat_get_xact_tuples_returned(c.oid) + pg_stat_get_xact_tuples_fetched(c.oid) "
-                "from (select 'cortex.memory_nodes'::regclass::oid as oid) c"
-            ).fetchone()
-            return int(row["n"] if isinstance(row, dict) else row[0])
-
-        before = fetched()
+        before = rows_read(conn, "cortex.memory_nodes")
         again = remember(conn, "Zanzibar warehouse opens in spring!")
-        read = fetched() - before
+        read = rows_read(conn, "cortex.memory_nodes") - before
     assert again["deduplicated"] == "trigram" and again["memory"]["id"] == first
     assert read < 20, read
 

@@ -19,6 +19,7 @@ from cortex.memories.jobs import index_memories
 from cortex.queue import worker
 from tests.conftest import AsAgent, Tenant
 from tests.fake_anthropic import FakeAnthropic
+from tests.stats_helpers import rows_read
 
 
 def _insert(admin: Any, tenant: Tenant, title: str, body: str = "", **fields: Any) -> str:
@@ -253,10 +254,7 @@ def test_the_embedding_copy_probe_reads_a_few_rows_however_many_memories_pass_it
     _drain(queue)
     with admin.transaction():
         admin.execute("select cortex.dedup_memory_embeddings(%s, %s::uuid[])", (tenant.id, [newer]))
-        read = admin.execute(
-            "select pg_stat_get_xact_tuples_returned(c.oid) + pg_stat_get_xact_tuples_fetched(c.oid) as n "
-            "from (select 'cortex.memory_nodes'::regclass::oid as oid) c"
-        ).fetchone()["n"]
+        read = rows_read(admin, "cortex.memory_nodes")
     assert _node(admin, newer)["status"] == "active"
     assert read < 1000, read
 

@@ -16,6 +16,7 @@ from cortex.db import call, typed
 from cortex.errors import CortexError
 from cortex.memories.jobs import index_memories
 from tests.conftest import AsAgent, Tenant, TenantFactory
+from tests.stats_helpers import rows_read
 
 
 def _insert(conn: Any, tenant: Tenant, title: str, body: str = "", **fields: Any) -> str:
@@ -465,18 +466,9 @@ def test_a_rare_word_is_found_through_the_full_text_index_not_by_reading_the_ten
     hidden = _insert(admin, tenant, "My zygomorphic orchid notes", source_agent="mia", visibility="private")
     admin.execute("analyze cortex.memory_nodes")
     with as_agent(tenant, "luna") as conn:
-
-        def fetched() -> int:
-            # Rows read by sequential scans plus rows fetched by index and bitmap scans.
-            row = conn.execute(
-                "select pg_stat_get_xact_tuples_returned(c.oid) + pg_stat_get_xact_tuples_fetched(c.oid) "
-                "from (select 'cortex.memory_nodes'::regclass::oid as oid) c"
-            ).fetchone()
-            return int(row[0])
-
-        before = fetched()
+        before = rows_read(conn, "cortex.memory_nodes")
         out = call(conn, "search_memories", query="zygomorphic orchid", record_access=False)
-        read = fetched() - before
+        read = rows_read(conn, "cortex.memory_nodes") - before
     assert out["used"]["text_mode"] == "candidates"
     # Under RLS a non-leakproof `@@` cannot drive the index: the tenant's 20,000 rows were read.
     assert _ids(out) == [rare] and hidden not in _ids(out)
@@ -722,17 +714,9 @@ def test_an_anchored_search_does_not_walk_through_a_hub_when_the_first_level_hol
     )
     admin.execute("analyze cortex.memory_edges")
     with as_agent(tenant, "luna") as conn:
-
-        def edges_read() -> int:
-            row = conn.execute(
-                "select pg_stat_get_xact_tuples_returned(c.oid) + pg_stat_get_xact_tuples_fetched(c.oid) "
-                "from (select 'cortex.memory_edges'::regclass::oid as oid) c"
-            ).fetchone()
-            return int(row[0])
-
-        before = edges_read()
+        before = rows_read(conn, "cortex.memory_edges")
         out = call(conn, "search_memories", anchors=[anchor], anchor_depth=2, record_access=False)
-        read = edges_read() - before
+        read = rows_read(conn, "cortex.memory_edges") - before
     found = _ids(out)
     assert len(found) == 10 and hub not in found and out["results"][0]["rankings"]["graph"] is not None
     assert read < 10_000, read
