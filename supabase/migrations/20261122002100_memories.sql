@@ -198,7 +198,8 @@ returns uuid
 language plpgsql volatile security definer set search_path = '' set plan_cache_mode = force_generic_plan as $$
 declare
   -- Candidates: memories holding the text's words with digits, or two of its 8 rarest words
-  -- (below); of those, the 50 holding the most of the rarest words are compared. A word not yet
+  -- (below); of those, the 50 holding the most of the rarest words (the oldest, for a text with
+  -- digits) are compared. A word not yet
   -- counted (new since the hourly count, or in a tenant too small to count) looks rare however
   -- common it has become: without these bounds a burst of similar texts made each probe read and
   -- compare thousands. (A number in thousands of memories, a year alone, still widens the set read.)
@@ -254,7 +255,8 @@ begin
     from c
     where c.status = 'active' and c.ref_kind is null and c.kind = p_kind and c.scope = v_scope
       and length(c.title || ' ' || c.body) between floor(length(v_text) * v_ratio) and ceil(length(v_text) / v_ratio)
-    order by length(c.fts) - coalesce(length(ts_delete(c.fts, v_lexemes)), 0) desc, c.created_at, c.id
+    -- (Without rare words, for a text with digits: the oldest.)
+    order by coalesce(length(c.fts) - length(ts_delete(c.fts, v_lexemes)), 0) desc, c.created_at, c.id
     limit c_compared
   )
   select n.id into v_id
@@ -268,7 +270,7 @@ begin
 end $$;
 comment on function cortex.memory_near_duplicate(text, boolean, text, text) is
   'The trigram de-duplication test: the active written node of this kind in the caller''s scope (shared, or the calling agent''s private ones) whose title + body is at least memory_settings.dedup_trigram similar and has the same numbers and negation, most similar first; null when none. '
-  'Candidates: the memories holding every word of the text with a digit in it, or, for a text without one, two of its 8 rarest words (cortex.memory_rare_lexemes; one when it has one), found through the full-text index, of a length within (threshold - 0.1) of the text''s; of those, the 50 holding the most of the rare words (then the oldest) are compared. Tenant and agent from the claims (28000 without).';
+  'Candidates: the memories holding every word of the text with a digit in it, or, for a text without one, two of its 8 rarest words (cortex.memory_rare_lexemes; one when it has one), found through the full-text index, of a length within (threshold - 0.1) of the text''s; of those, the 50 holding the most of the rare words (then the oldest; only the oldest for a text with digits) are compared. Tenant and agent from the claims (28000 without).';
 revoke execute on function cortex.memory_near_duplicate(text, boolean, text, text) from public, anon, service_role;
 grant execute on function cortex.memory_near_duplicate(text, boolean, text, text) to authenticated;
 
