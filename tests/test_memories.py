@@ -200,7 +200,8 @@ def test_near_duplicates_are_looked_up_by_their_rarest_words_through_the_full_te
     admin.execute("select cortex.refresh_memory_lexicon(%s)", (tenant.id,))
     with as_agent(tenant, "luna") as conn:
         rare = conn.execute(
-            "select cortex.memory_rare_tsquery(%s, 'english', %s, 8, 500)::text",
+            "select string_agg(cortex.tsquery_quote(l), ' | ') "
+            "from unnest(cortex.memory_rare_lexemes(%s, 'english', %s, 8, 500)) l",
             (tenant.id, "The customer called about the invoice for the Zanzibar warehouse"),
         ).fetchone()[0]
     # The common words (in 20,000 memories each) are left out: only what is rare picks candidates.

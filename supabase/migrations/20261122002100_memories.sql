@@ -175,18 +175,6 @@ comment on function cortex.memory_rare_lexemes(uuid, regconfig, text, int, int) 
   'The p_words rarest lexemes of p_text in a tenant (cortex.memory_lexemes; a lexeme never counted first), rarest first, as many as keep the expected matches under p_budget (at least one); null for a text without lexemes.';
 grant execute on function cortex.memory_rare_lexemes(uuid, regconfig, text, int, int) to authenticated, service_role;
 
-create or replace function cortex.memory_rare_tsquery(
-  p_tenant_id uuid, p_config regconfig, p_text text, p_words int, p_budget int
-) returns tsquery
-language sql stable parallel safe set search_path = '' as $$
-  select pg_catalog.string_agg(cortex.tsquery_quote(l.lexeme), ' | ' order by l.pos)::tsquery
-  from pg_catalog.unnest(cortex.memory_rare_lexemes(p_tenant_id, p_config, p_text, p_words, p_budget))
-       with ordinality l (lexeme, pos)
-$$;
-comment on function cortex.memory_rare_tsquery(uuid, regconfig, text, int, int) is
-  'The OR of cortex.memory_rare_lexemes (the p_words rarest lexemes of p_text in a tenant, as many as keep the expected matches under p_budget); null for a text without lexemes.';
-grant execute on function cortex.memory_rare_tsquery(uuid, regconfig, text, int, int) to authenticated, service_role;
-
 -- Definer: `@@` and pg_trgm's similarity are not leakproof, so under RLS the planner may not use
 -- them as index conditions. The tenant and the scope come from the request's claims, never from
 -- an argument.
