@@ -47,7 +47,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_graph import TOPICS, api_server, bench_dsn, bench_worker, reset, tenants
-from bench_http import run_wrk
+from bench_http import run_wrk, wrk_latency_row
 from benchlib import ROOT, get_meta, machine_info, run_concurrently, summarise, table, wait_for_quiet
 
 RESULTS = ROOT / "bench-results" / "briefings.json"
@@ -196,14 +196,9 @@ def bench_wrk(
         wrk_args = argparse.Namespace(threads=min(n, 2), connections=n, duration=int(args.duration))
         r = run_wrk(base, [line], f"briefing-cached-{n}", wrk_args, run_id)
         rebuilt = cached_row_stamp(dsn, tenant_id) != before
-        seconds = r["duration_us"] / 1e6
-        errors = r["non2xx"] + r["connect_errors"] + r["read_errors"] + r["write_errors"] + r["timeouts"]
-        rows.append({
-            "series": f"GET /api/v1/briefings/{AGENT} (cached, wrk)", "clients": n, "n": r["requests"],
-            "p50_ms": round(r["p50_us"] / 1000, 2), "p95_ms": round(r["p95_us"] / 1000, 2),
-            "p99_ms": round(r["p99_us"] / 1000, 2), "throughput_per_s": round(r["requests"] / seconds, 1),
-            "errors": errors + (1 if rebuilt else 0),
-        })  # fmt: skip
+        row = {"series": f"GET /api/v1/briefings/{AGENT} (cached, wrk)", "clients": n, **wrk_latency_row(r)}
+        row["errors"] += 1 if rebuilt else 0
+        rows.append(row)
         print(f"  cached briefing under wrk, {n} connection(s): p95 {rows[-1]['p95_ms']} ms", flush=True)
     return rows
 

@@ -45,7 +45,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_http import Line, run_wrk
+from bench_http import Line, run_wrk, wrk_latency_row
 from benchlib import (
     LAT,
     ROOT,
@@ -361,20 +361,7 @@ def wrk_series(base: str, series: str, lines: list[Line], args: argparse.Namespa
     wrk_args = argparse.Namespace(threads=2, connections=args.clients, duration=int(args.http_duration))
     name = "graph-" + series.split()[1].strip("/").replace("/", "-")
     r = run_wrk(base, lines, name, wrk_args, run_id, warmup=args.warmup)
-    seconds = r["duration_us"] / 1e6
-    errors = r["non2xx"] + r["connect_errors"] + r["read_errors"] + r["write_errors"] + r["timeouts"]
-    return {
-        "series": series,
-        "clients": args.clients,
-        "n": r["requests"],
-        "p50_ms": round(r["p50_us"] / 1000, 2),
-        "p95_ms": round(r["p95_us"] / 1000, 2),
-        "p99_ms": round(r["p99_us"] / 1000, 2),
-        "mean_ms": round(r["mean_us"] / 1000, 2),
-        "max_ms": round(r["max_us"] / 1000, 2),
-        "throughput_per_s": round(r["requests"] / seconds, 1) if seconds else None,
-        "errors": errors,
-    }
+    return {"series": series, "clients": args.clients, **wrk_latency_row(r)}
 
 
 def bench_http(dsn: str, args: argparse.Namespace) -> dict[str, Any]:

@@ -507,6 +507,22 @@ def run_wrk(
     return result
 
 
+def wrk_latency_row(r: dict[str, Any]) -> dict[str, Any]:
+    """A run_wrk result in the benchmarks' common latency columns (benchlib.LAT): n, p50/p95/p99,
+    mean and max in ms, requests/s, and errors (non-2xx answers plus socket errors)."""
+    seconds = r["duration_us"] / 1e6
+    return {
+        "n": r["requests"],
+        "p50_ms": round(r["p50_us"] / 1000, 2),
+        "p95_ms": round(r["p95_us"] / 1000, 2),
+        "p99_ms": round(r["p99_us"] / 1000, 2),
+        "mean_ms": round(r["mean_us"] / 1000, 2),
+        "max_ms": round(r["max_us"] / 1000, 2),
+        "throughput_per_s": round(r["requests"] / seconds, 1) if seconds else None,
+        "errors": r["non2xx"] + r["connect_errors"] + r["read_errors"] + r["write_errors"] + r["timeouts"],
+    }
+
+
 def smoke(base: str, line: Line) -> int:
     """One request as wrk would send it; its status code."""
     method, path, authorization, payload = line
