@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Embedding throughput (issue 13): texts per second of the local model (cortex.embeddings, the
-`local` provider: all-MiniLM-L6-v2 on the CPU) for batch sizes 1, 16, 64 and 256.
+`local` provider: all-MiniLM-L6-v2 on the CPU) for batch sizes 1, 16, 64 and 256, under each runtime
+(ONNX Runtime, the default, and torch through sentence-transformers).
 
 usage: bench_embeddings.py [--texts 1024] [--batches 1,16,64,256] [--threads 0|1,2] [--rounds 3]
+                           [--runtimes onnx,torch]
                            [--seconds 10] [--max-load 1.5] [--max-wait 300] [--out bench-results/embeddings.json]
 
 The texts are memory-like sentences of 10 to 60 words (facts about contacts, preferences, events),
-generated from a fixed seed, so every run embeds the same ones. For each combination of batch
-size and torch threads the model is loaded with CORTEX_EMBEDDING_BATCH / CORTEX_EMBEDDING_THREADS
-set to them (not timed), warmed with one batch, then `embed_texts` is called on consecutive slices
+generated from a fixed seed, so every run embeds the same ones. For each combination of runtime,
+batch size and threads the model is loaded with CORTEX_EMBEDDING_RUNTIME / CORTEX_EMBEDDING_BATCH /
+CORTEX_EMBEDDING_THREADS set to them (not timed; the ONNX export is made first if missing), warmed with one batch, then `embed_texts` is called on consecutive slices
 of `batch` texts, as the worker does, until the texts are done or `--seconds` have passed. The
 combinations take turns, `--rounds` times, so a change in the machine's load affects them alike.
 Reported per combination: texts/s over the timed calls (and per round) and the milliseconds per
@@ -69,9 +71,11 @@ def memory_texts(count: int, seed: int = 13) -> list[str]:
     return texts
 
 
-def load(batch: int, threads: int) -> float:
-    """Loads the model with CORTEX_EMBEDDING_BATCH=batch and CORTEX_EMBEDDING_THREADS=threads (0:
-    the default); returns the seconds it took (after the first load: reading the weights again)."""
+def load(runtime: str, batch: int, threads: int) -> float:
+    """Loads the model with CORTEX_EMBEDDING_RUNTIME=runtime, CORTEX_EMBEDDING_BATCH=batch and
+    CORTEX_EMBEDDING_THREADS=threads (0: the default); returns the seconds it took (after the first
+    load: reading the weights again)."""
+    os.environ["CORTEX_EMBEDDING_RUNTIME"] = runtime
     os.environ["CORTEX_EMBEDDING_BATCH"] = str(batch)
     if threads:
         os.environ["CORTEX_EMBEDDING_THREADS"] = str(threads)
@@ -84,10 +88,10 @@ def load(batch: int, threads: int) -> float:
     return time.perf_counter() - started
 
 
-def measure(texts: list[str], batch: int, threads: int, seconds: float) -> list[tuple[float, int]]:
+def measure(texts: list[str], runtime: str, batch: int, threads: int, seconds: float) -> list[tuple[float, int]]:
     """(seconds, texts) of each `embed_texts` call over consecutive slices of `batch` texts, until
     the texts are done or `seconds` have passed (the first slice is a warm-up, not counted)."""
-    load(batch, threads)
+    load(runtime, batch, threads)
     embeddings.embed_texts(texts[:batch])  # first-call allocations are not the steady state
     calls: list[tuple[float, int]] = []
     done = 0
@@ -102,12 +106,13 @@ def measure(texts: list[str], batch: int, threads: int, seconds: float) -> list[
     return calls
 
 
-def summary(batch: int, threads: int, rounds: list[list[tuple[float, int]]]) -> dict[str, Any]:
+def summary(runtime: str, batch: int, threads: int, rounds: list[list[tuple[float, int]]]) -> dict[str, Any]:
     """Texts/s over all rounds (and per round), milliseconds per call."""
     calls = [c for r in rounds for c in r]
     ms = sorted(seconds * 1000 for seconds, _ in calls)
     texts = sum(n for _, n in calls)
     return {
+        "runtime": runtime,
         "batch": batch,
         "threads": threads,
         "texts": texts,
@@ -125,6 +130,7 @@ def main() -> None:
     parser.add_argument("--texts", type=int, default=1024, help="texts per round (default 1024)")
     parser.add_argument("--batches", default="1,16,64,256", help="batch sizes, comma-separated")
     parser.add_argument("--threads", default="0", help="torch threads to compare, e.g. 1,2 (0: the setting)")
+    parser.add_argument("--runtimes", default="onnx,torch", help="runtimes to compare (onnx, torch)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds over every combination (default 3)")
     parser.add_argument("--seconds", type=float, default=10.0, help="time limit per combination and round")
     parser.add_argument("--max-load", type=float, default=1.5, help="start when the 1-min load is below this")
@@ -134,18 +140,24 @@ def main() -> None:
 
     os.environ["CORTEX_EMBEDDINGS"] = "local"
     texts = memory_texts(args.texts)
-    combos = [(int(b), int(t)) for t in args.threads.split(",") for b in args.batches.split(",")]
+    combos = [
+        (r, int(b), int(t))
+        for r in args.runtimes.split(",")
+        for t in args.threads.split(",")
+        for b in args.batches.split(",")
+    ]
     load_at_start = wait_for_quiet(args.max_load, args.max_wait)
-    first_load = load(combos[0][0], combos[0][1])
+    first_load = load(*combos[0])
     # Rounds over all combinations, so a change in the machine's load touches them all alike.
-    timings: dict[tuple[int, int], list[list[tuple[float, int]]]] = {c: [] for c in combos}
+    timings: dict[tuple[str, int, int], list[list[tuple[float, int]]]] = {c: [] for c in combos}
     for _ in range(args.rounds):
-        for batch, threads in combos:
-            timings[(batch, threads)].append(measure(texts, batch, threads, args.seconds))
-    runs = [summary(b, t or embeddings.thread_count(), timings[(b, t)]) for b, t in combos]
+        for runtime, batch, threads in combos:
+            timings[(runtime, batch, threads)].append(measure(texts, runtime, batch, threads, args.seconds))
+    runs = [summary(r, b, t or embeddings.thread_count(), timings[(r, b, t)]) for r, b, t in combos]
     embedder = embeddings.get_embedder()
     assert embedder is not None
 
+    import onnxruntime
     import sentence_transformers
     import torch
 
@@ -171,6 +183,7 @@ def main() -> None:
             "python": platform.python_version(),
             "torch": torch.__version__,
             "sentence_transformers": sentence_transformers.__version__,
+            "onnxruntime": onnxruntime.__version__,
             "load_average_at_start": round(load_at_start, 2),
             "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
         },

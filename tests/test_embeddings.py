@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -40,7 +42,13 @@ def close(a: Sequence[float], b: Sequence[float], tol: float = 1e-5) -> bool:
 def _default_provider(monkeypatch: pytest.MonkeyPatch) -> None:
     # The default provider whatever the caller's environment says; the loaded model is kept
     # between tests (a test that changes the settings resets it through `configure`).
-    for name in ("CORTEX_EMBEDDINGS", "CORTEX_EMBEDDING_MODEL", "CORTEX_EMBEDDING_BATCH", "CORTEX_EMBEDDING_THREADS"):
+    for name in (
+        "CORTEX_EMBEDDINGS",
+        "CORTEX_EMBEDDING_MODEL",
+        "CORTEX_EMBEDDING_BATCH",
+        "CORTEX_EMBEDDING_THREADS",
+        "CORTEX_EMBEDDING_RUNTIME",
+    ):
         monkeypatch.delenv(name, raising=False)
     get_settings.cache_clear()
 
@@ -166,7 +174,7 @@ def test_a_model_of_another_width_is_refused_at_load(configure: Configure, tmp_p
 def test_aembed_query_matches_embed_texts_and_leaves_the_loop_free() -> None:
     expected = embed_texts([REFUND])[0]
     embedder = get_embedder()
-    assert isinstance(embedder, embeddings.LocalEmbedder)
+    assert isinstance(embedder, embeddings.OnnxEmbedder | embeddings.LocalEmbedder)
 
     async def scenario() -> tuple[bool, int, list[float] | None]:
         # Hold the encode lock: the query can only finish after we let go, so the loop must keep
@@ -253,3 +261,68 @@ def test_serve_shares_the_cores_between_its_workers(monkeypatch: pytest.MonkeyPa
     server.share_embedding_threads(workers=2)
     assert os.environ["CORTEX_EMBEDDING_THREADS"] == "3"
     get_settings.cache_clear()
+
+
+VARIED = [
+    REFUND,
+    "",
+    "ok",
+    "Zoë's café in Zürich — naïve façade, 東京 and emoji 🎉 too",
+    "Order #10042 was refunded on 2026-03-14 for $1,299.00",
+    " ".join(f"token{i} about invoices" for i in range(300)),  # past the maximum sequence
+    PARAPHRASE,
+]
+
+
+def test_the_onnx_runtime_gives_the_vectors_of_sentence_transformers(configure: Configure) -> None:
+    configure(CORTEX_EMBEDDING_RUNTIME="torch")
+    assert isinstance(get_embedder(), embeddings.LocalEmbedder)
+    by_torch = embed_texts(VARIED)
+    configure(CORTEX_EMBEDDING_RUNTIME="onnx", CORTEX_EMBEDDING_BATCH="3")  # batches of mixed lengths
+    assert isinstance(get_embedder(), embeddings.OnnxEmbedder)
+    by_onnx = embed_texts(VARIED)
+    one_by_one = [embed_texts([text])[0] for text in VARIED]
+    for text, a, b, c in zip(VARIED, by_torch, by_onnx, one_by_one, strict=True):
+        assert close(a, b), text[:40]
+        assert close(b, c), text[:40]  # padding in a batch changes nothing
+        assert abs(norm(b) - 1) < 1e-5
+
+
+def test_the_onnx_export_is_made_once_and_a_process_using_it_never_imports_torch(
+    configure: Configure, tmp_path: Path
+) -> None:
+    configure(CORTEX_CACHE_DIR=str(tmp_path))
+    before = embeddings.exports
+    first = embed_texts([REFUND])[0]
+    assert embeddings.exports == before + 1
+    (export,) = (p for p in (tmp_path / "onnx").iterdir() if p.is_dir())
+    assert export.name.startswith("all-MiniLM-L6-v2-")
+    assert {p.name for p in export.iterdir()} == {"model.onnx", "tokenizer.json", "cortex.json"}
+    configure(CORTEX_CACHE_DIR=str(tmp_path))  # a new load: the export is found, not made again
+    assert embed_texts([REFUND])[0] == first and embeddings.exports == before + 1
+    script = (
+        "import sys; from cortex import embeddings as e; v = e.embed_texts(['x']); "
+        "print(len(v[0]), e.exports, 'torch' in sys.modules)"
+    )
+    env = {**os.environ, "CORTEX_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(Path(embeddings.__file__).parents[1])}
+    env.pop("CORTEX_EMBEDDING_RUNTIME", None)
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["384", "0", "False"]
+
+
+def test_a_changed_model_folder_is_exported_again(configure: Configure, tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    configure(CORTEX_CACHE_DIR=str(tmp_path / "cache"))
+    before = embeddings.onnx_folder(str(model))
+    assert before == embeddings.onnx_folder(str(model))
+    assert before.parent == tmp_path / "cache" / "onnx"
+    (model / "config.json").write_text('{"hidden_size": 384}')
+    assert embeddings.onnx_folder(str(model)) != before
+
+
+def test_an_unknown_runtime_is_an_error_naming_the_setting(configure: Configure) -> None:
+    configure(CORTEX_EMBEDDING_RUNTIME="tensorrt")
+    with pytest.raises(EmbeddingError, match="CORTEX_EMBEDDING_RUNTIME='tensorrt'"):
+        get_embedder()

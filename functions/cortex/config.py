@@ -135,6 +135,15 @@ class Settings:
     embedding_model: str = field(default_factory=lambda: _env("CORTEX_EMBEDDING_MODEL", bundled_embedding_model()))
     embedding_batch: int = field(default_factory=lambda: int(float(_env("CORTEX_EMBEDDING_BATCH", "64"))))
     embedding_threads: int = field(default_factory=lambda: int(float(_env("CORTEX_EMBEDDING_THREADS", "0"))))
+    # How the local model runs: `onnx` (default: ONNX Runtime on a graph exported once from the model
+    # into <cache_dir>/onnx) or `torch` (sentence-transformers itself). The same vectors either way.
+    embedding_runtime: str = field(default_factory=lambda: _env("CORTEX_EMBEDDING_RUNTIME", "onnx"))
+    # Files Cortex derives and can derive again (the exported ONNX graphs).
+    cache_dir: str = field(
+        default_factory=lambda: _env(
+            "CORTEX_CACHE_DIR", str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cortex")
+        )
+    )
     # Where Cortex keeps files: the ingest drop folder is <data_dir>/ingest (cortex.ingest.jobs).
     data_dir: str = field(default_factory=lambda: _env("CORTEX_DATA_DIR", str(Path.home() / ".local/share/cortex")))
     # Consolidation's vault (promoted memories as markdown): <vault_dir>/<tenant id>/; default <data_dir>/vault.

