@@ -14,7 +14,9 @@ OUR_SCHEMAS = "('cortex', 'public')"
 # Hot SQL helpers called per row by walks and searches, or once per write: they carry no SET clause so that the
 # planner inlines them (see the function_search_path_fixed rule and test_inlined_helpers_are_inlined).
 INLINED = (
+    "cortex.caller_role",
     "cortex.decayed_weight",
+    "cortex.is_api_caller",
     "cortex.memory_content_hash",
     "cortex.memory_negated",
     "cortex.memory_node_json",
@@ -244,11 +246,11 @@ def test_inlined_helpers_are_inlined(admin: Any) -> None:
         """explain (verbose, costs off)
            select cortex.decayed_weight(e.weight, e.last_reinforced_at, 30, false, now()),
                   cortex.memory_node_json(n), cortex.memory_content_hash(n.title, n.body),
-                  cortex.memory_negated(n.body), cortex.tsquery_quote(n.title)
+                  cortex.memory_negated(n.body), cortex.tsquery_quote(n.title), cortex.is_api_caller()
            from cortex.memory_edges e join cortex.memory_nodes n on n.tenant_id = e.tenant_id and n.id = e.target_id"""
     ).fetchall()
     text = "\n".join(str(next(iter(r.values()))) for r in plan)
-    for body in ("power(", "jsonb_build_object(", "md5(", " ~ ", "replace("):
+    for body in ("power(", "jsonb_build_object(", "md5(", " ~ ", "replace(", "current_setting('role'"):
         assert body in text, (body, text)
     for helper in INLINED:
         assert helper.split(".")[1] not in text, (helper, text)

@@ -230,19 +230,22 @@ grant execute on function cortex.check_enum(text, text, text[]) to authenticated
 -- SET ROLE was done. The API roles are Supabase's anon, authenticated and service_role, and the
 -- login role PostgREST connects as (authenticator), which must never count as the owner.
 
+-- caller_role and is_api_caller have no SET clause, so that the planner inlines them: every guard
+-- asks, several times per write, and as functions with a SET clause they were planned and called
+-- each time (14 us a call; a remember asked 6 times). Every name in them is schema-qualified.
 create or replace function cortex.caller_role() returns text
-language sql stable set search_path = '' as $$
-  select coalesce(nullif(pg_catalog.current_setting('role', true), 'none'), session_user::text)
+language sql stable as $$
+  select coalesce(nullif(pg_catalog.current_setting('role', true), 'none'), session_user::pg_catalog.text)
 $$;
 comment on function cortex.caller_role() is
-  'The role the request runs as before any SECURITY DEFINER switch: the SET ROLE target, else the session user.';
+  'The role the request runs as before any SECURITY DEFINER switch: the SET ROLE target, else the session user. Inlined into its callers (no SET clause; every name schema-qualified).';
 
 create or replace function cortex.is_api_caller() returns boolean
-language sql stable set search_path = '' as $$
-  select cortex.caller_role() in ('anon', 'authenticated', 'service_role', 'authenticator')
+language sql stable as $$
+  select cortex.caller_role() operator(pg_catalog.=) any (array['anon', 'authenticated', 'service_role', 'authenticator']::pg_catalog.text[])
 $$;
 comment on function cortex.is_api_caller() is
-  'True when the request runs as an API role (anon, authenticated, service_role, or authenticator itself): its claims decide what it may do. False for the owner and the worker.';
+  'True when the request runs as an API role (anon, authenticated, service_role, or authenticator itself): its claims decide what it may do. False for the owner and the worker. Inlined into its callers (no SET clause; every name schema-qualified).';
 
 create or replace function cortex.guard_tenant(p_tenant_id uuid) returns boolean
 language plpgsql stable set search_path = '' as $$
