@@ -10,8 +10,9 @@ usage: bench_embeddings.py [--texts 1024] [--batches 1,16,64,256] [--threads 0|1
 The texts are memory-like sentences of 10 to 60 words (facts about contacts, preferences, events),
 generated from a fixed seed, so every run embeds the same ones. For each combination of runtime,
 batch size and threads the model is loaded with CORTEX_EMBEDDING_RUNTIME / CORTEX_EMBEDDING_BATCH /
-CORTEX_EMBEDDING_THREADS set to them (not timed; the ONNX export is made first if missing), warmed with one batch, then `embed_texts` is called on consecutive slices
-of `batch` texts, as the worker does, until the texts are done or `--seconds` have passed. The
+CORTEX_EMBEDDING_THREADS set to them (not timed; the ONNX export is made first if missing),
+warmed with one batch, then `embed_texts` is called on consecutive slices of `batch` texts, as
+the worker does, until the texts are done or `--seconds` have passed. The
 combinations take turns, `--rounds` times, so a change in the machine's load affects them alike.
 Reported per combination: texts/s over the timed calls (and per round) and the milliseconds per
 call (p50 and p95; for batch 1 that is a search query's embedding time). `--threads 0` uses the
