@@ -54,10 +54,14 @@ create trigger tenants_time_zone before insert or update of time_zone on cortex.
 -- Vocabularies are defined once, as immutable functions: the CHECK constraints, the functions'
 -- validation (cortex.check_enum) and the Python Literals' parity test (tests/test_vocabularies.py)
 -- all read the same list.
+-- Vocabularies are plpgsql, not sql: CHECK constraints call them for every row written, and a sql
+-- function there is parsed and planned again for every statement (16-24 us a call); plpgsql keeps its
+-- plan for the session, and a query still folds an immutable one to a constant when it is planned.
 create or replace function cortex.agent_roles() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['agent', 'monitor', 'admin']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['agent', 'monitor', 'admin'];
+end $$;
 comment on function cortex.agent_roles() is
   'Allowed agent roles: agent, monitor (receives the tenant''s alerts; helios), admin (may act for other agents; the system agent).';
 
@@ -176,11 +180,14 @@ comment on function cortex.require_tenant() is
 
 -- Security definer so that RLS-restricted callers can ask about their own agent row;
 -- it answers only for the caller's own tenant and agent.
+-- plpgsql: a definer is never inlined, and as sql it was planned again for every row a write policy
+-- checked; plpgsql keeps its plan for the session.
 create or replace function cortex.agent_can_write() returns boolean
-language sql stable security definer set search_path = '' as $$
-  select coalesce((select not a.read_only and a.enabled from cortex.agents a
-                   where a.tenant_id = (select cortex.current_tenant()) and a.name = (select cortex.current_agent())), false)
-$$;
+language plpgsql stable security definer set search_path = '' as $$
+begin
+  return coalesce((select not a.read_only and a.enabled from cortex.agents a
+                   where a.tenant_id = cortex.current_tenant() and a.name = cortex.current_agent()), false);
+end $$;
 comment on function cortex.agent_can_write() is 'True when the calling agent exists, is enabled and is not read-only (used by write policies).';
 
 create or replace function cortex.require_writer() returns text

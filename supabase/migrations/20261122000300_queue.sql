@@ -3,15 +3,17 @@
 -- A job that keeps failing is parked with its error and an alert row, never dropped.
 
 create or replace function cortex.queue_statuses() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['queued', 'running', 'done', 'parked']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['queued', 'running', 'done', 'parked'];
+end $$;
 comment on function cortex.queue_statuses() is 'Allowed job statuses: queued -> running -> done, or parked after the last failed attempt.';
 
 create or replace function cortex.alert_severities() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['info', 'warning', 'critical']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['info', 'warning', 'critical'];
+end $$;
 comment on function cortex.alert_severities() is 'Allowed alert severities, least severe first.';
 -- The alerts table's CHECK calls it, and API roles acknowledge alerts (an UPDATE re-checks).
 grant execute on function cortex.alert_severities() to authenticated, service_role;

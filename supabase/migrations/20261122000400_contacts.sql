@@ -1,9 +1,10 @@
 -- Contacts: every person or company the agents talk to. One row per (tenant, normalised email).
 
 create or replace function cortex.contact_stages() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['prospect', 'qualified', 'opportunity', 'customer', 'churning', 'lost', 'recovered']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['prospect', 'qualified', 'opportunity', 'customer', 'churning', 'lost', 'recovered'];
+end $$;
 comment on function cortex.contact_stages() is 'The allowed contact stages, the lifecycle (used by the table''s check constraint and every function''s validation).';
 
 create table cortex.contacts (

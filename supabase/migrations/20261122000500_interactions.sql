@@ -3,35 +3,40 @@
 -- token count) is written once, either with the row (HTTP path) or later by the worker.
 
 create or replace function cortex.interaction_types() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['email_sent', 'email_received', 'ticket_opened', 'ticket_resolved', 'call', 'note',
-               'order_placed', 'refund_processed', 'nudge_sent', 'sequence_started', 'sequence_completed']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['email_sent', 'email_received', 'ticket_opened', 'ticket_resolved', 'call', 'note',
+               'order_placed', 'refund_processed', 'nudge_sent', 'sequence_started', 'sequence_completed'];
+end $$;
 comment on function cortex.interaction_types() is 'Allowed interaction types (the table''s check constraint).';
 
 create or replace function cortex.sentiments() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['positive', 'neutral', 'negative', 'escalation']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['positive', 'neutral', 'negative', 'escalation'];
+end $$;
 comment on function cortex.sentiments() is 'Allowed sentiments of an interaction (seed 000).';
 
 create or replace function cortex.intents() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['question', 'complaint', 'complaint_resolved', 'purchase_intent', 'churn_risk', 'info_request',
-               'scheduling', 'feedback', 'other']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['question', 'complaint', 'complaint_resolved', 'purchase_intent', 'churn_risk', 'info_request',
+               'scheduling', 'feedback', 'other'];
+end $$;
 comment on function cortex.intents() is 'Allowed intents of an interaction.';
 
 create or replace function cortex.interaction_directions() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['inbound', 'outbound']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['inbound', 'outbound'];
+end $$;
 comment on function cortex.interaction_directions() is 'Allowed interaction directions.';
 
 create or replace function cortex.analysis_statuses() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['pending', 'done']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['pending', 'done'];
+end $$;
 comment on function cortex.analysis_statuses() is 'Allowed analysis statuses of an interaction: pending until its analysis is written once, then done.';
 
 create table cortex.interactions (

@@ -19,9 +19,10 @@ create trigger webhook_endpoints_updated_at before update on cortex.webhook_endp
   for each row execute function cortex.touch_updated_at();
 
 create or replace function cortex.outbox_statuses() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['pending', 'delivering', 'delivered', 'dead', 'skipped']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['pending', 'delivering', 'delivered', 'dead', 'skipped'];
+end $$;
 comment on function cortex.outbox_statuses() is
   'Allowed outbox statuses: pending -> delivering -> delivered, or dead after the last attempt, or skipped when the recipient has no endpoint.';
 

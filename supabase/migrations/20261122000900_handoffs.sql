@@ -6,22 +6,25 @@
 -- audit trail that no API role can rewrite.
 
 create or replace function cortex.handoff_reasons() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['warm_reply', 'escalation', 'complex_question', 'upsell_opportunity', 'churn_risk',
-               'completed_sequence', 'customer_request', 'other']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['warm_reply', 'escalation', 'complex_question', 'upsell_opportunity', 'churn_risk',
+               'completed_sequence', 'customer_request', 'other'];
+end $$;
 comment on function cortex.handoff_reasons() is 'Allowed handoff reasons (seed 000; the table''s check constraint).';
 
 create or replace function cortex.handoff_urgencies() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['low', 'normal', 'high', 'urgent']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['low', 'normal', 'high', 'urgent'];
+end $$;
 comment on function cortex.handoff_urgencies() is 'Allowed handoff urgencies, least urgent first (the position is the queue''s urgency_rank).';
 
 create or replace function cortex.handoff_statuses() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['pending', 'accepted', 'completed', 'rejected']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['pending', 'accepted', 'completed', 'rejected'];
+end $$;
 comment on function cortex.handoff_statuses() is 'Allowed handoff statuses.';
 
 create or replace function cortex.handoff_allowed_moves(p_status text) returns text[]

@@ -148,15 +148,17 @@ select cortex.rebuild_usage_daily(null);
 -- Helpers ----------------------------------------------------------------------------------------
 
 create or replace function cortex.usage_periods() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['day', 'week', 'month']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['day', 'week', 'month'];
+end $$;
 comment on function cortex.usage_periods() is 'Periods of usage_summary: the current day, ISO week (from Monday) or month in the tenant''s time zone.';
 
 create or replace function cortex.budget_recommendations() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['proceed', 'use_haiku', 'defer', 'alert_human']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['proceed', 'use_haiku', 'defer', 'alert_human'];
+end $$;
 comment on function cortex.budget_recommendations() is
   'Recommendations of a budget check, by the share of the daily budget used after the operation: <= 80 % proceed, <= 95 % use_haiku, <= 100 % defer, over alert_human.';
 

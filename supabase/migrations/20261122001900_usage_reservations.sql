@@ -27,9 +27,10 @@
 -- (public.record_usage).
 
 create or replace function cortex.reservation_actions() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['proceed', 'use_haiku', 'defer', 'local']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['proceed', 'use_haiku', 'defer', 'local'];
+end $$;
 comment on function cortex.reservation_actions() is
   'What cortex.reserve_tokens tells Cortex to do: proceed (the agent''s model), use_haiku (the cheaper model), defer (queue the work for the tenant''s midnight; nothing is reserved), local (over budget: the local generator, marked).';
 grant execute on function cortex.reservation_actions() to authenticated, service_role;

@@ -12,54 +12,64 @@
 
 -- Vocabularies ---------------------------------------------------------------------------------
 
+-- The vocabularies are plpgsql, as everywhere: CHECK constraints call them for every row written
+-- (docs/architecture.md, "Tenancy and security").
 create or replace function cortex.memory_kinds() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['fact', 'decision', 'event', 'preference', 'pattern', 'goal', 'observation']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['fact', 'decision', 'event', 'preference', 'pattern', 'goal', 'observation'];
+end $$;
 comment on function cortex.memory_kinds() is 'Kinds of memory node (knowledge an agent remembers).';
 
 create or replace function cortex.entity_kinds() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['agent', 'contact', 'person', 'system']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['agent', 'contact', 'person', 'system'];
+end $$;
 comment on function cortex.entity_kinds() is 'Kinds of entity node (who or what memories are about).';
 
 create or replace function cortex.node_kinds() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select cortex.memory_kinds() || cortex.entity_kinds()
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return cortex.memory_kinds() || cortex.entity_kinds();
+end $$;
 comment on function cortex.node_kinds() is 'Every node kind: the memory kinds, then the entity kinds.';
 
 create or replace function cortex.edge_relations() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['applies_to', 'instance_of', 'relates_to', 'contradicts', 'supersedes', 'caused_by', 'part_of',
-               'mentions', 'consolidated_from']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['applies_to', 'instance_of', 'relates_to', 'contradicts', 'supersedes', 'caused_by', 'part_of',
+               'mentions', 'consolidated_from'];
+end $$;
 comment on function cortex.edge_relations() is 'Relations an edge may have (directed: source <relation> target).';
 
 create or replace function cortex.memory_statuses() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['active', 'superseded', 'archived']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['active', 'superseded', 'archived'];
+end $$;
 comment on function cortex.memory_statuses() is 'Node statuses: active; superseded by a newer node (valid_to set); archived (forgotten, never deleted).';
 
 create or replace function cortex.memory_visibilities() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['shared', 'private']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['shared', 'private'];
+end $$;
 comment on function cortex.memory_visibilities() is 'shared: every agent of the tenant; private: only its source agent (RLS).';
 
 create or replace function cortex.index_statuses() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['pending', 'done', 'skipped', 'failed']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['pending', 'done', 'skipped', 'failed'];
+end $$;
 comment on function cortex.index_statuses() is
   'Per-node status of the worker''s embedding and linking: pending, done, skipped (provider off or nothing to do), failed (parked with its error).';
 
 create or replace function cortex.node_ref_kinds() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['agent', 'contact', 'interaction', 'handoff']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['agent', 'contact', 'interaction', 'handoff'];
+end $$;
 comment on function cortex.node_ref_kinds() is 'Seed 000 records mirrored as nodes (by trigger): the ref_kind of such a node.';
 
 grant execute on function cortex.memory_kinds(), cortex.entity_kinds(), cortex.node_kinds(), cortex.edge_relations(),

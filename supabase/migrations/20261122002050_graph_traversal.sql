@@ -20,16 +20,18 @@
 -- Vocabularies ---------------------------------------------------------------------------------
 
 create or replace function cortex.graph_directions() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['out', 'in', 'both']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['out', 'in', 'both'];
+end $$;
 comment on function cortex.graph_directions() is
   'Directions of a walk: out (source -> target), in (target -> source), both.';
 
 create or replace function cortex.traversal_strategies() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['breadth_first', 'weighted']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['breadth_first', 'weighted'];
+end $$;
 comment on function cortex.traversal_strategies() is
   'Traversal strategies: breadth_first (by depth, then score) and weighted (highest-score paths first).';
 

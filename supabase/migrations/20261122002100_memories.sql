@@ -39,11 +39,14 @@ comment on function cortex.memory_content_hash(text, text) is
   'The exact de-duplication key of a memory''s content: the same expression as the generated column memory_nodes.content_hash (case and runs of whitespace ignored). tests/test_memories.py checks they agree. '
   'Inlined into its callers (no SET clause; pg_catalog names only).';
 
+-- plpgsql, not sql: an aggregate cannot be inlined, and a sql function with a SET clause is parsed and
+-- planned again in every transaction; plpgsql keeps its plan for the session.
 create or replace function cortex.memory_numbers(p_text text) returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select coalesce(array_agg(distinct m[1] order by m[1]), '{}')
-  from regexp_matches(coalesce(p_text, ''), '(\d+(?:[.,]\d+)*)', 'g') m
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return (select coalesce(array_agg(distinct m[1] order by m[1]), '{}')
+          from regexp_matches(coalesce(p_text, ''), '(\d+(?:[.,]\d+)*)', 'g') m);
+end $$;
 comment on function cortex.memory_numbers(text) is
   'The distinct numbers written in a text (sorted; "1,500.75" is one). Near-duplicates must have the same set ("500 EUR" and "5000 EUR" are different facts however similar the words), and the linker flags two similar texts with different ones as a likely contradiction.';
 

@@ -33,23 +33,26 @@
 -- Vocabularies ---------------------------------------------------------------------------------
 
 create or replace function cortex.briefing_formats() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['markdown', 'compact']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['markdown', 'compact'];
+end $$;
 comment on function cortex.briefing_formats() is
   'Briefing renderings: markdown (seed 001''s layout, bullets with bodies) and compact (titles only, grouped by section, 4x the items).';
 
 create or replace function cortex.briefing_sections() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['Identity', 'Active Context', 'Key Relationships', 'Patterns & Lessons', 'Goals', 'Unresolved',
-               'Recent Events']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['Identity', 'Active Context', 'Key Relationships', 'Patterns & Lessons', 'Goals', 'Unresolved',
+               'Recent Events'];
+end $$;
 comment on function cortex.briefing_sections() is 'The sections of a briefing, in seed 001''s order.';
 
 create or replace function cortex.briefing_scopes() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['agent', 'shared']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['agent', 'shared'];
+end $$;
 comment on function cortex.briefing_scopes() is
   'Whose view a briefing was built from: agent (the agent''s own: shared memories and its private ones), shared (shared memories only: what an admin or monitor reads of another agent).';
 

@@ -15,22 +15,25 @@
 -- Vocabularies -----------------------------------------------------------------------------------
 
 create or replace function cortex.ingest_formats() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['md', 'txt', 'json', 'yaml', 'csv', 'log']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['md', 'txt', 'json', 'yaml', 'csv', 'log'];
+end $$;
 comment on function cortex.ingest_formats() is 'File formats ingest reads (by file extension; .markdown is md, .yml is yaml).';
 
 create or replace function cortex.ingest_statuses() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['pending', 'processed', 'failed']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['pending', 'processed', 'failed'];
+end $$;
 comment on function cortex.ingest_statuses() is
   'Statuses of an ingested file: pending (being ingested, inside the ingesting transaction), processed, failed.';
 
 create or replace function cortex.ingest_sources() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['api', 'cli', 'folder']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['api', 'cli', 'folder'];
+end $$;
 comment on function cortex.ingest_sources() is
   'Where an ingested file came from: api (POST /api/v1/ingest or PostgREST), cli (cortex ingest), folder (the drop folder).';
 

@@ -277,23 +277,26 @@ comment on function public.upsert_contact(text, text, text, text, text, text, te
 -- Vocabularies -----------------------------------------------------------------------------------
 
 create or replace function cortex.voice_sentiments() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['satisfied', 'neutral', 'frustrated', 'confused', 'engaged']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['satisfied', 'neutral', 'frustrated', 'confused', 'engaged'];
+end $$;
 comment on function cortex.voice_sentiments() is
   'A caller''s sentiment in a voice agent''s state (seed 004''s four, plus engaged, which its own example uses).';
 
 create or replace function cortex.voice_profile_sources() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['platform', 'manual']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['platform', 'manual'];
+end $$;
 comment on function cortex.voice_profile_sources() is
   'Where a voice agent''s profile comes from: platform (the voice platform''s agents API, cached 24 h) or manual (registered by hand, never fetched).';
 
 create or replace function cortex.voice_call_statuses() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['queued', 'done', 'failed']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['queued', 'done', 'failed'];
+end $$;
 comment on function cortex.voice_call_statuses() is 'A received call: queued for the worker, done (stored), failed (parked by the queue).';
 
 grant execute on function cortex.voice_sentiments(), cortex.voice_profile_sources(), cortex.voice_call_statuses()

@@ -22,34 +22,39 @@
 -- Vocabularies ---------------------------------------------------------------------------------
 
 create or replace function cortex.consolidation_agents() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['decay', 'cluster', 'merge', 'promote', 'relations']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['decay', 'cluster', 'merge', 'promote', 'relations'];
+end $$;
 comment on function cortex.consolidation_agents() is 'The consolidation agents, in the order `run --all` runs them.';
 
 create or replace function cortex.consolidation_statuses() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['open', 'in_progress', 'blocked', 'closed']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['open', 'in_progress', 'blocked', 'closed'];
+end $$;
 comment on function cortex.consolidation_statuses() is 'Statuses of a consolidation item (seed 003''s beads issues).';
 
 create or replace function cortex.consolidation_urgencies() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['high', 'medium', 'low']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['high', 'medium', 'low'];
+end $$;
 comment on function cortex.consolidation_urgencies() is 'Urgency of a consolidation item (seed 003; not the handoff urgency list).';
 
 create or replace function cortex.consolidation_change_kinds() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['node_created', 'node_superseded', 'node_archived', 'node_restored', 'node_retired', 'node_promoted',
-               'edge_added']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['node_created', 'node_superseded', 'node_archived', 'node_restored', 'node_retired', 'node_promoted',
+               'edge_added'];
+end $$;
 comment on function cortex.consolidation_change_kinds() is 'Kinds of change an agent records against its item.';
 
 create or replace function cortex.consolidation_run_statuses() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['running', 'done', 'failed', 'abandoned']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['running', 'done', 'failed', 'abandoned'];
+end $$;
 comment on function cortex.consolidation_run_statuses() is
   'Statuses of a consolidation run: running (holds the tenant''s one run), done, failed, abandoned (its lease expired).';
 

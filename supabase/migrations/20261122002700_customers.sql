@@ -16,19 +16,21 @@
 -- Vocabularies -----------------------------------------------------------------------------------
 
 create or replace function cortex.interaction_types() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['email_sent', 'email_received', 'ticket_opened', 'ticket_resolved', 'call', 'note',
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['email_sent', 'email_received', 'ticket_opened', 'ticket_resolved', 'call', 'note',
                'order_placed', 'refund_processed', 'nudge_sent', 'sequence_started', 'sequence_completed',
                -- seed 002's customer events (note and call are above)
-               'meeting', 'email', 'task', 'milestone', 'status_change', 'artifact_created']
-$$;
+               'meeting', 'email', 'task', 'milestone', 'status_change', 'artifact_created'];
+end $$;
 comment on function cortex.interaction_types() is
   'Allowed interaction types (the table''s check constraint); the last six are seed 002''s customer events.';
 
 create or replace function cortex.customer_statuses() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['lead', 'prospect', 'active', 'paused', 'churned', 'archived']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['lead', 'prospect', 'active', 'paused', 'churned', 'archived'];
+end $$;
 comment on function cortex.customer_statuses() is
   'Seed 002''s customer lifecycle statuses (mapped onto contact stages by cortex.customer_status_stage).';
 
@@ -52,46 +54,53 @@ comment on function cortex.customer_stage_status(text) is
   'The seed 002 status a contact stage reads as when no lifecycle_status was set (the inverse of customer_status_stage; opportunity reads as prospect, recovered as active).';
 
 create or replace function cortex.customer_event_types() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['note', 'meeting', 'email', 'call', 'task', 'milestone']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['note', 'meeting', 'email', 'call', 'task', 'milestone'];
+end $$;
 comment on function cortex.customer_event_types() is 'The event types an agent may log (seed 002''s createEventLogEntry); all are interaction types.';
 
 create or replace function cortex.customer_project_statuses() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['planning', 'active', 'on_hold', 'completed']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['planning', 'active', 'on_hold', 'completed'];
+end $$;
 comment on function cortex.customer_project_statuses() is 'A customer project''s status (seed 002).';
 
 create or replace function cortex.customer_artifact_types() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['strategy', 'research', 'roadmap', 'spec', 'analysis', 'report', 'other']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['strategy', 'research', 'roadmap', 'spec', 'analysis', 'report', 'other'];
+end $$;
 comment on function cortex.customer_artifact_types() is 'A customer artifact''s type (seed 002).';
 
 create or replace function cortex.customer_artifact_statuses() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['draft', 'review', 'final']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['draft', 'review', 'final'];
+end $$;
 comment on function cortex.customer_artifact_statuses() is 'A customer artifact''s status (seed 002).';
 
 create or replace function cortex.customer_agreement_statuses() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['draft', 'active', 'suspended', 'terminated']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['draft', 'active', 'suspended', 'terminated'];
+end $$;
 comment on function cortex.customer_agreement_statuses() is
   'An agreement''s status; suspended and terminated agreements raise no expiry signal.';
 
 create or replace function cortex.customer_receivable_types() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['invoice', 'credit_note']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['invoice', 'credit_note'];
+end $$;
 comment on function cortex.customer_receivable_types() is 'A receivable''s type; only invoices count as invoiced or overdue.';
 
 create or replace function cortex.customer_agents() returns text[]
-language sql immutable parallel safe set search_path = '' as $$
-  select array['customer_mgmt', 'product_mgmt']
-$$;
+language plpgsql immutable parallel safe set search_path = '' as $$
+begin
+  return array['customer_mgmt', 'product_mgmt'];
+end $$;
 comment on function cortex.customer_agents() is
   'Seed 002''s two customer agents (agents of a tenant like any other); the first is the default speaker.';
 
