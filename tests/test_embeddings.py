@@ -161,7 +161,7 @@ def test_a_bad_model_path_is_an_error_naming_the_setting(configure: Configure, t
 def test_a_model_of_another_width_is_refused_at_load(configure: Configure, tmp_path: Path) -> None:
     # The bundled model plus a real Dense layer 384 -> 128: a loadable model of the wrong width.
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.models import Dense
+    from sentence_transformers.sentence_transformer.modules import Dense
 
     narrow = SentenceTransformer(bundled_embedding_model(), device="cpu")
     narrow.append(Dense(in_features=DIMENSIONS, out_features=128))

@@ -137,6 +137,25 @@ def test_the_graph_version_advances_once_per_committed_write_and_survives_the_fo
     assert _version(admin, other_tenant) == other0
 
 
+def test_a_transaction_records_each_tenant_once_and_again_after_a_rolled_back_savepoint(
+    admin: Any, tenant: Tenant, other_tenant: Tenant, as_agent: AsAgent
+) -> None:
+    v0, other0 = _version(admin, tenant), _version(admin, other_tenant)
+    with as_agent(tenant, "luna") as conn:
+        with conn.transaction(force_rollback=True):  # a savepoint, rolled back with what it recorded
+            _insert_memory(conn, tenant, "luna", "written, then rolled back")
+        _insert_memory(conn, tenant, "luna", "kept after the savepoint")
+        txid = conn.execute("select pg_current_xact_id()::text").fetchone()[0]
+    rows = admin.execute("select count(*) as n from cortex.graph_changes where txid::text = %s", (txid,)).fetchone()
+    assert rows["n"] == 1
+    assert _version(admin, tenant) == v0 + 1
+    with admin.transaction():  # the owner writing two tenants, then the first again: one step each
+        _insert_memory(admin, tenant, "luna", "owner write one")
+        _insert_memory(admin, other_tenant, "luna", "owner write two")
+        _insert_memory(admin, tenant, "luna", "owner write three")
+    assert (_version(admin, tenant), _version(admin, other_tenant)) == (v0 + 2, other0 + 1)
+
+
 def test_the_version_moves_only_at_commit_and_a_second_writer_does_not_wait(
     admin: Any, tenant: Tenant, as_agent: AsAgent
 ) -> None:

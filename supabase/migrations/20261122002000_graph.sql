@@ -419,17 +419,29 @@ grant select on cortex.graph_changes, cortex.graph_versions to authenticated;
 
 create or replace function cortex.graph_changed() returns trigger
 language plpgsql security definer set search_path = '' as $$
+declare
+  -- The tenants this transaction has recorded already (a transaction-local setting): a remember
+  -- writes three statements, and each insert here was an index probe and a WAL record for nothing.
+  -- A rolled-back savepoint takes the setting back with the row it recorded.
+  v_seen text := coalesce(pg_catalog.current_setting('cortex.graph_changed', true), '');
+  v_new uuid[];
 begin
   if coalesce(pg_catalog.current_setting('cortex.reinforcing', true), '') = 'on' then
     return null;
   end if;
+  select pg_catalog.array_agg(distinct r.tenant_id) into v_new
+  from changed_rows r where pg_catalog.strpos(v_seen, r.tenant_id::text) = 0;
+  if v_new is null then
+    return null;
+  end if;
   insert into cortex.graph_changes (tenant_id)
-  select distinct r.tenant_id from changed_rows r
+  select t from pg_catalog.unnest(v_new) t
   on conflict do nothing;
+  perform pg_catalog.set_config('cortex.graph_changed', v_seen || pg_catalog.array_to_string(v_new, ',') || ',', true);
   return null;
 end $$;
 comment on function cortex.graph_changed() is
-  'Trigger (statement, transition table changed_rows): records that this transaction changed the graph of each tenant it touched.';
+  'Trigger (statement, transition table changed_rows): records that this transaction changed the graph of each tenant it touched, once per transaction and tenant (the transaction-local setting cortex.graph_changed lists those recorded).';
 revoke execute on function cortex.graph_changed() from public, anon, authenticated, service_role;
 
 create trigger memory_nodes_changed_ins after insert on cortex.memory_nodes
