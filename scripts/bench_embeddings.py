@@ -130,7 +130,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--texts", type=int, default=1024, help="texts per round (default 1024)")
     parser.add_argument("--batches", default="1,16,64,256", help="batch sizes, comma-separated")
-    parser.add_argument("--threads", default="0", help="torch threads to compare, e.g. 1,2 (0: the setting)")
+    parser.add_argument("--threads", default="0", help="the model's threads to compare, e.g. 1,2 (0: the setting)")
     parser.add_argument("--runtimes", default="onnx,torch", help="runtimes to compare (onnx, torch)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds over every combination (default 3)")
     parser.add_argument("--seconds", type=float, default=10.0, help="time limit per combination and round")

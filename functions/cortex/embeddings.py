@@ -18,8 +18,8 @@ Vectors are unit length (cosine similarity is a dot product) and have `DIMENSION
 width of the `vector(384)` columns; a model of another width is refused when it loads.
 
 The model is loaded once per process, on first use or by `preload()` (`cortex serve` calls it in
-each worker process at start). torch and sentence-transformers are imported only then, so importing
-this module stays cheap for the CLI and the worker. Tests that change the settings call
+each worker process at start). The runtime (onnxruntime, or torch and sentence-transformers) is
+imported only then, so importing this module stays cheap for the CLI and the worker. Tests that change the settings call
 `get_settings.cache_clear()` and `reset()`.
 """
 
@@ -180,7 +180,8 @@ def model_name(model: str) -> str:
 
 
 def thread_count() -> int:
-    """torch's intra-op threads: `CORTEX_EMBEDDING_THREADS`, else the cores this process may run on.
+    """The model's intra-op threads (torch's or ONNX Runtime's): `CORTEX_EMBEDDING_THREADS`, else the
+    cores this process may run on.
 
     Why a limit: torch's own default counts the host's physical cores, which in a container can be
     more than it gets. Threads help only on idle cores: each operation waits for its slowest
@@ -273,7 +274,7 @@ def export_onnx(model: str, source: str, target: Path) -> None:
         work = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
         axes = {name: {0: "batch", 1: "sequence"} for name in inputs}
         with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the tracer's notes on shapes: the export is checked below
+            warnings.simplefilter("ignore")  # the tracer's notes on shapes: the load probes the export
             torch.onnx.export(
                 Whole().eval(),
                 tuple(probe[name] for name in inputs),

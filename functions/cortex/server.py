@@ -149,8 +149,8 @@ class _Server(gunicorn.app.base.BaseApplication):  # type: ignore[misc]
 
 def share_embedding_threads(workers: int) -> None:
     """Unless CORTEX_EMBEDDING_THREADS is set, gives each worker process an equal share of the cores
-    for torch (at least one): `workers` processes with a thread per core each would oversubscribe
-    the cores, and spinning torch threads would slow the other workers' event loops."""
+    for the embedding model (at least one): `workers` processes with a thread per core each would
+    oversubscribe the cores, and spinning threads would slow the other workers' event loops."""
     if get_settings().embedding_threads > 0:
         return
     from cortex.embeddings import thread_count
