@@ -198,6 +198,49 @@ def test_aembed_query_matches_embed_texts_and_leaves_the_loop_free() -> None:
     assert vector == expected
 
 
+def test_queries_that_arrive_together_are_encoded_in_one_call_with_the_vectors_of_single_calls() -> None:
+    queries = [REFUND, "renewal pricing", "who owns the Acme account?", "ünïcödé müsli", "x" * 3000, "call back"]
+    singles = [embed_texts([q])[0] for q in queries]
+
+    async def scenario() -> tuple[list[list[float] | None], int]:
+        before = embeddings.query_batches
+        vectors = await asyncio.gather(*(aembed_query(q) for q in queries))
+        return list(vectors), embeddings.query_batches - before
+
+    vectors, calls = asyncio.run(scenario())
+    assert calls == 1
+    for single, batched in zip(singles, vectors, strict=True):
+        assert batched is not None
+        assert max(abs(a - b) for a, b in zip(single, batched, strict=True)) < 1e-5
+
+
+def test_a_query_that_finds_the_model_busy_joins_the_next_batch_and_a_cancelled_one_is_dropped() -> None:
+    embedder = get_embedder()
+    assert isinstance(embedder, embeddings.OnnxEmbedder | embeddings.LocalEmbedder)
+
+    async def scenario() -> tuple[int, list[list[float] | None], bool]:
+        before = embeddings.query_batches
+        embedder._lock.acquire()  # the first query's batch holds the model until we let go
+        safety = threading.Timer(10, embedder._lock.release)
+        safety.start()
+        first = asyncio.create_task(aembed_query(REFUND))
+        await asyncio.sleep(0.05)
+        later = [asyncio.create_task(aembed_query(q)) for q in ("renewal pricing", "call back", "pricing")]
+        await asyncio.sleep(0)
+        later[2].cancel()  # its client left: the batch goes on without it
+        await asyncio.sleep(0.05)
+        safety.cancel()
+        embedder._lock.release()
+        vectors = [await first, await later[0], await later[1]]
+        return embeddings.query_batches - before, vectors, later[2].cancelled()
+
+    calls, vectors, cancelled = asyncio.run(scenario())
+    assert calls == 2 and cancelled
+    for text, vector in zip((REFUND, "renewal pricing", "call back"), vectors, strict=True):
+        assert vector is not None
+        assert max(abs(a - b) for a, b in zip(embed_texts([text])[0], vector, strict=True)) < 1e-5
+
+
 def test_vector_literal_round_trips_through_pgvector(dsn: str) -> None:
     refund, paraphrase, unrelated = embed_texts([REFUND, PARAPHRASE, UNRELATED])
     literal = vector_literal(refund)

@@ -35,6 +35,7 @@ import shutil
 import tempfile
 import threading
 import warnings
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -395,20 +396,72 @@ def embed_texts(texts: Sequence[str]) -> list[list[float]]:
     return vectors
 
 
-def _embed_query(text: str) -> list[float] | None:
+def _embed_queries(texts: list[str]) -> list[list[float]] | None:
     embedder = get_embedder()
-    return None if embedder is None else embedder.embed([text])[0]
+    return None if embedder is None else embedder.embed(texts)
+
+
+class _QueryBatcher:
+    """Search queries of one event loop that arrive while the model is busy wait for it together and
+    are encoded in one call.
+
+    Why: one short query costs the model about as much as four (its 11 M weights are read once per
+    call, whatever the batch: docs/benchmarks.md, "Embeddings"), and the queries of one worker took
+    turns at its lock anyway. A query that finds the model idle starts at once, so a quiet server's
+    latency is unchanged; under load the queue is emptied one batch at a time."""
+
+    def __init__(self) -> None:
+        self.waiting: list[tuple[str, asyncio.Future[list[float] | None]]] = []
+        self.drain: asyncio.Task[None] | None = None
+
+    async def embed(self, text: str) -> list[float] | None:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[list[float] | None] = loop.create_future()
+        self.waiting.append((text, future))
+        if self.drain is None:
+            self.drain = loop.create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        global query_batches
+        try:
+            while self.waiting:
+                size = max(1, get_settings().embedding_batch)
+                batch, self.waiting = self.waiting[:size], self.waiting[size:]
+                try:
+                    vectors = await asyncio.to_thread(_embed_queries, [text for text, _ in batch])
+                    query_batches += 1
+                except Exception as exc:
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                for i, (_, future) in enumerate(batch):
+                    if not future.done():  # its request may have been cancelled meanwhile
+                        future.set_result(None if vectors is None else vectors[i])
+        finally:
+            self.drain = None
+
+
+_batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _QueryBatcher] = weakref.WeakKeyDictionary()
+# How many model calls encoded search queries in this process (tests check that they are batched).
+query_batches = 0
 
 
 async def aembed_query(text: str) -> list[float] | None:
     """The vector of one search query, for the async HTTP edge: the load (if not preloaded) and the
-    encode run in a worker thread, so the event loop keeps serving. None when the provider is
-    `none`; EmbeddingError when it fails; TypeError when `text` is not a string."""
+    encode run in a worker thread, so the event loop keeps serving, and queries that arrive while
+    the model is busy are encoded together (`_QueryBatcher`). None when the provider is `none`;
+    EmbeddingError when it fails; TypeError when `text` is not a string."""
     if not isinstance(text, str):
         raise TypeError(f"text is {type(text).__name__}, not str")
     if _provider() == "none":
         return None
-    return await asyncio.to_thread(_embed_query, text)
+    loop = asyncio.get_running_loop()
+    batcher = _batchers.get(loop)
+    if batcher is None:
+        batcher = _batchers[loop] = _QueryBatcher()
+    return await batcher.embed(text)
 
 
 def vector_literal(vec: Sequence[float]) -> str:

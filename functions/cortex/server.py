@@ -23,12 +23,18 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import socket
+import sys
+from collections.abc import Callable
 from typing import Any
 
 import gunicorn.app.base
+from gunicorn.arbiter import Arbiter
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.server import Server
 from uvicorn_worker import UvicornWorker
 
+from cortex.balancer import BalancedListener, Board
 from cortex.config import get_settings
 
 HEAD_LIMIT_BYTES = 16 * 1024
@@ -47,6 +53,8 @@ class EdgeProtocol(HttpToolsProtocol):
     _head_timer: asyncio.TimerHandle | None = None
     _head_bytes = 0
     _head_cycle: Any = None
+    # Set by the balancer (cortex.balancer.BalancedListener): told once when the connection closes.
+    released: Callable[[], None] | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """A new connection: its first request head must arrive in time."""
@@ -91,8 +99,11 @@ class EdgeProtocol(HttpToolsProtocol):
             self._await_head()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        """Drops the timer with the connection."""
+        """Drops the timer with the connection (and tells the balancer)."""
         self._cancel_head_timer()
+        released, self.released = self.released, None
+        if released is not None:
+            released()
         super().connection_lost(exc)
 
     def shutdown(self) -> None:
@@ -132,6 +143,57 @@ class Worker(UvicornWorker):  # type: ignore[misc]
         # showed in the hot reads' p99 under load, docs/benchmarks.md).
         gc.freeze()
 
+    async def _serve(self) -> None:
+        """uvicorn_worker's serve, with the balanced listener when `cortex serve` runs several workers."""
+        slot = getattr(self, "cortex_slot", None)
+        if _BOARD is None or slot is None:
+            await super()._serve()
+            return
+        self.config.app = self.wsgi
+        server = BalancedServer(self.config, _BOARD, slot)
+        self._install_sigquit_handler()
+        await server.serve(sockets=self.sockets)
+        if not server.started:
+            sys.exit(Arbiter.WORKER_BOOT_ERROR)
+
+
+class BalancedServer(Server):
+    """uvicorn's server, accepting through `cortex.balancer.BalancedListener` instead of an asyncio server."""
+
+    def __init__(self, config: Any, board: Board, slot: int) -> None:
+        super().__init__(config=config)
+        self.board = board
+        self.slot = slot
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's start (lifespan, state) with no server of its own; then one listener per socket."""
+        await super().startup(sockets=[])
+        config, loop = self.config, asyncio.get_running_loop()
+
+        def protocol() -> Any:
+            return config.http_protocol_class(  # type: ignore[call-arg]
+                config=config, server_state=self.server_state, app_state=self.lifespan.state, _loop=loop
+            )
+
+        self.servers = [BalancedListener(sock, protocol, self.board, self.slot) for sock in sockets or []]  # type: ignore[misc]
+        self.board.join(self.slot, os.getpid())
+
+
+# The workers' connection counts (cortex.balancer), made in `serve` before the workers are forked.
+_BOARD: Board | None = None
+
+
+def _reserve_slot(server: Any, worker: Any) -> None:
+    """gunicorn's pre_fork hook (in the arbiter): a board slot for the worker about to be forked."""
+    worker.cortex_slot = _BOARD.reserve() if _BOARD is not None else None
+
+
+def _free_slot(server: Any, worker: Any) -> None:
+    """gunicorn's child_exit hook (in the arbiter): the exited worker's slot is free again."""
+    slot = getattr(worker, "cortex_slot", None)
+    if _BOARD is not None and slot is not None:
+        _BOARD.free(slot)
+
 
 class _Server(gunicorn.app.base.BaseApplication):  # type: ignore[misc]
     def __init__(self, app: Any, options: dict[str, Any]) -> None:
@@ -164,16 +226,19 @@ def serve(source: str, host: str, port: int, workers: int | None = None) -> None
     from functions_framework.aio import create_asgi_app
 
     app = create_asgi_app(target="api", source=source)  # type: ignore[no-untyped-call]
+    global _BOARD
     workers = workers or int(os.environ.get("WORKERS", os.cpu_count() or 1))
     share_embedding_threads(workers)
-    _Server(
-        app,
-        {
-            "bind": f"{host}:{port}",
-            "workers": workers,
-            "worker_class": "cortex.server.Worker",
-            "timeout": 0,
-            "graceful_timeout": int(os.environ.get("CORTEX_GRACEFUL_TIMEOUT", "10")),
-            "loglevel": os.environ.get("GUNICORN_LOG_LEVEL", "error"),
-        },
-    ).run()
+    options: dict[str, Any] = {
+        "bind": f"{host}:{port}",
+        "workers": workers,
+        "worker_class": "cortex.server.Worker",
+        "timeout": 0,
+        "graceful_timeout": int(os.environ.get("CORTEX_GRACEFUL_TIMEOUT", "10")),
+        "loglevel": os.environ.get("GUNICORN_LOG_LEVEL", "error"),
+    }
+    if workers > 1 and os.environ.get("CORTEX_BALANCE", "1") != "0":
+        # Room for a reload's new workers beside the old ones still finishing.
+        _BOARD = Board(2 * workers + 2)
+        options |= {"pre_fork": _reserve_slot, "child_exit": _free_slot}
+    _Server(app, options).run()
