@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from starlette.testclient import TestClient
 
-from cortex.db import Jsonb, agent_claims, become, call
+from cortex.db import Jsonb, agent_claims, become, call, call_once
 from cortex.errors import CortexError
 from tests.api_helpers import bearer
 from tests.conftest import AsAgent, Tenant
@@ -610,6 +610,22 @@ def test_whoami_names_only_the_callers_own_tenant_and_agent(
     assert stranger["tenant_id"] == other_tenant.id and stranger["agent"] == "luna"
     assert stranger["can_write"] is True and stranger["role"] == "agent"
     assert tenant.id not in json.dumps(stranger) and tenant.slug not in json.dumps(stranger)
+
+
+def test_call_once_acts_as_the_claims_for_its_one_statement_and_no_longer(dsn: str, tenant: Tenant) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        before = conn.execute("select current_user").fetchone()
+        me = call_once(conn, agent_claims(tenant.id, "helios"), "whoami")
+        assert me["tenant_id"] == tenant.id and me["agent"] == "helios" and me["read_only"] is True
+        # The claims and the role were local to the call's implicit transaction.
+        claims_now = "coalesce(current_setting('request.jwt.claims', true), '')"
+        after = conn.execute(f"select current_user, {claims_now}").fetchone()
+        assert after == (before[0], "")
+        with pytest.raises(CortexError) as unknown:
+            call_once(conn, agent_claims(tenant.id, "nobody"), "whoami")
+        assert unknown.value.status in (401, 403)
+    with psycopg.connect(dsn) as conn, pytest.raises(ValueError, match="autocommit"):
+        call_once(conn, agent_claims(tenant.id, "helios"), "whoami")
 
 
 def test_whoami_refuses_a_caller_without_claims_or_with_an_unknown_agent(dsn: str, tenant: Tenant) -> None:

@@ -302,17 +302,40 @@ async def _acall_once(claims: Mapping[str, Any], function: str, args: Mapping[st
     # One round trip: the claims and the call go as one simple query of two statements, which
     # PostgreSQL runs as one implicit transaction (so the SET LOCALs of set_config(..., true) hold
     # for the call and end with it). Parameters are bound client-side with libpq's quoting.
-    query, values = _statement(function, args, set_returning=False, as_text=as_text)
-    statement = _ONE_TRIP + query
+    statement, values = _one_trip(claims, function, args, as_text)
     pool = await get_async_pool()
     async with pool.connection() as conn:
         try:
             async with psycopg.AsyncClientCursor(conn) as cur:
-                await cur.execute(statement, {**values, "__claims": json.dumps(dict(claims))})
+                await cur.execute(statement, values)
                 cur.nextset()
                 row = await cur.fetchone()
         except psycopg.Error as exc:
             raise _mapped(exc) from exc
+    return row[0] if row else None
+
+
+def _one_trip(
+    claims: Mapping[str, Any], function: str, args: Mapping[str, Any], as_text: bool
+) -> tuple[str, dict[str, Any]]:
+    query, values = _statement(function, args, set_returning=False, as_text=as_text)
+    return _ONE_TRIP + query, {**values, "__claims": json.dumps(dict(claims))}
+
+
+def call_once(conn: psycopg.Connection[Any], claims: Mapping[str, Any], function: str, /, **args: Any) -> Any:
+    """The async edge's one round trip (`acall_as`: the claims and the call as one implicit
+    transaction) on a synchronous connection in autocommit mode, for callers that measure what the
+    HTTP edge sends (scripts/bench). Errors become CortexError."""
+    if not conn.autocommit:
+        raise ValueError("call_once needs a connection in autocommit mode")
+    statement, values = _one_trip(claims, function, args, False)
+    try:
+        with psycopg.ClientCursor(conn) as cur:
+            cur.execute(statement, values)
+            cur.nextset()
+            row = cur.fetchone()
+    except psycopg.Error as exc:
+        raise _mapped(exc) from exc
     return row[0] if row else None
 
 

@@ -17,7 +17,7 @@ from pydantic import Field, StringConstraints, field_validator
 
 from cortex import db, embeddings
 from cortex.graph.models import Node, NodeKind
-from cortex.routing import Call, Reply, Router
+from cortex.routing import Call, RawJSON, Reply, Router
 from cortex.schemas import AgentName, Instant, Request, Response, Tag
 
 log = logging.getLogger("cortex.memories.search")
@@ -148,15 +148,15 @@ def sql_args(search: MemorySearch, vector: list[float] | None) -> dict[str, Any]
     return args
 
 
-async def asearch(claims: Claims, search: MemorySearch) -> dict[str, Any]:
-    """Searches the caller's visible memories (embedding the query here unless a vector is given)."""
+async def asearch_text(claims: Claims, search: MemorySearch) -> str:
+    """Searches the caller's visible memories (embedding the query here unless a vector is given);
+    the answer as SQL rendered it, never parsed and re-serialised in Python."""
     vector = search.query_vector if search.query_vector is not None else await query_vector_of(search.query)
-    result: dict[str, Any] = await db.acall_as(claims, "search_memories", **sql_args(search, vector))
-    return result
+    return await db.acall_as_text(claims, "search_memories", **sql_args(search, vector))
 
 
 def search(claims: Claims, search: MemorySearch) -> dict[str, Any]:
-    """`asearch` for synchronous callers (the CLI): the query is embedded in this process."""
+    """The search for synchronous callers (the CLI), parsed: the query is embedded in this process."""
     vector = search.query_vector
     if vector is None and search.query is not None:
         try:
@@ -182,4 +182,4 @@ def search(claims: Claims, search: MemorySearch) -> dict[str, Any]:
 )  # fmt: skip
 async def search_memories(call: Call) -> Reply:
     """Hybrid memory search."""
-    return Reply(200, await asearch(call.claims, call.body_as(MemorySearch)))
+    return Reply(200, RawJSON(await asearch_text(call.claims, call.body_as(MemorySearch))))
