@@ -720,3 +720,32 @@ def test_an_anchored_search_does_not_walk_through_a_hub_when_the_first_level_hol
     found = _ids(out)
     assert len(found) == 10 and hub not in found and out["results"][0]["rankings"]["graph"] is not None
     assert read < 10_000, read
+
+
+def test_http_searches_run_through_a_pool_of_their_own_of_the_configured_size(
+    world: dict[str, str], client: Any, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cortex import db
+    from cortex.config import get_settings
+
+    monkeypatch.setenv("CORTEX_SEARCH_CONCURRENCY", "2")
+    get_settings.cache_clear()
+    try:
+        body = {"query": "how should we reach John", "record_access": False}
+        alone = _post(client, tenant, body).json()
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(lambda _: _post(client, tenant, body), range(8)))
+        assert [a.status_code for a in answers] == [200] * 8
+        assert all(a.json() == alone for a in answers)
+
+        async def stats() -> tuple[dict[str, int], dict[str, int]]:
+            return db._apools["search"].get_stats(), db._apools["api"].get_stats()
+
+        searches, edge = client.portal.call(stats)  # type: ignore[union-attr]
+        assert searches["pool_max"] == 2 and searches["requests_num"] == 9
+        # The edge's own pool served none of them (the key lookup is cached after the first).
+        assert edge.get("requests_num", 0) <= 1
+    finally:
+        get_settings.cache_clear()

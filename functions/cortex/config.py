@@ -135,6 +135,9 @@ class Settings:
     embedding_model: str = field(default_factory=lambda: _env("CORTEX_EMBEDDING_MODEL", bundled_embedding_model()))
     embedding_batch: int = field(default_factory=lambda: int(float(_env("CORTEX_EMBEDDING_BATCH", "64"))))
     embedding_threads: int = field(default_factory=lambda: int(float(_env("CORTEX_EMBEDDING_THREADS", "0"))))
+    # Searches of one API process that query the database at once (cortex.memories.search): 0 = the
+    # cores this process may use; `cortex serve` sets its workers' share (cores / workers).
+    search_concurrency: int = field(default_factory=lambda: int(float(_env("CORTEX_SEARCH_CONCURRENCY", "0"))))
     # How the local model runs: `onnx` (default: ONNX Runtime on a graph exported once from the model
     # into <cache_dir>/onnx) or `torch` (sentence-transformers itself). The same vectors either way.
     embedding_runtime: str = field(default_factory=lambda: _env("CORTEX_EMBEDDING_RUNTIME", "onnx"))

@@ -51,7 +51,7 @@ __all__ = [
 
 _pool: ConnectionPool | None = None
 _pool_lock = threading.Lock()
-_apool: AsyncConnectionPool | None = None
+_apools: dict[str, AsyncConnectionPool] = {}
 _apool_loop: asyncio.AbstractEventLoop | None = None
 
 
@@ -77,35 +77,47 @@ def get_pool() -> ConnectionPool:
         return _pool
 
 
-async def get_async_pool() -> AsyncConnectionPool:
+async def get_async_pool(purpose: str = "api", size: int | None = None) -> AsyncConnectionPool:
     """The event loop's async connection pool (the HTTP edge), opened on first use.
 
-    A pool belongs to the loop that opened it; a new loop (a test client) gets a new pool."""
-    global _apool, _apool_loop
+    `purpose` names a pool of its own, of exactly `size` connections (a bulkhead: the searches,
+    `cortex.memories.search`), so that one kind of work neither waits for nor crowds out the
+    connections of the rest. A pool belongs to the loop that opened it; a new loop (a test client)
+    gets new pools."""
+    global _apool_loop
     loop = asyncio.get_running_loop()
-    if _apool is None or _apool_loop is not loop:
-        pool = AsyncConnectionPool(**_pool_options(_aconfigure), open=False, name="cortex-async")
-        _apool, _apool_loop = pool, loop
+    if _apool_loop is not loop:
+        _apools.clear()
+        _apool_loop = loop
+    pool = _apools.get(purpose)
+    if pool is None:
+        options = _pool_options(_aconfigure)
+        if size is not None:
+            options |= {"min_size": size, "max_size": size}
+        pool = _apools[purpose] = AsyncConnectionPool(**options, open=False, name=f"cortex-{purpose}")
         await pool.open(wait=False)
-    return _apool
+    return pool
 
 
 async def aclose_pool() -> None:
-    """Closes the async pool of the running loop (tests and shutdown)."""
-    global _apool, _apool_loop
-    pool, _apool, _apool_loop = _apool, None, None
-    if pool is not None:
+    """Closes the async pools of the running loop (tests and shutdown)."""
+    global _apool_loop
+    pools = list(_apools.values())
+    _apools.clear()
+    _apool_loop = None
+    for pool in pools:
         await pool.close()
 
 
 def close_pool() -> None:
-    """Closes the synchronous pool (tests and shutdown); the async one is forgotten."""
-    global _pool, _apool, _apool_loop
+    """Closes the synchronous pool (tests and shutdown); the async ones are forgotten."""
+    global _pool, _apool_loop
     with _pool_lock:
         if _pool is not None:
             _pool.close()
             _pool = None
-    _apool, _apool_loop = None, None
+    _apools.clear()
+    _apool_loop = None
 
 
 # --- statements --------------------------------------------------------------------------------
@@ -298,12 +310,19 @@ def call_as(claims: Mapping[str, Any], function: str, /, **args: Any) -> Any:
         return call(conn, function, **args)
 
 
-async def _acall_once(claims: Mapping[str, Any], function: str, args: Mapping[str, Any], *, as_text: bool) -> Any:
+async def _acall_once(
+    claims: Mapping[str, Any],
+    function: str,
+    args: Mapping[str, Any],
+    *,
+    as_text: bool,
+    pool: AsyncConnectionPool | None = None,
+) -> Any:
     # One round trip: the claims and the call go as one simple query of two statements, which
     # PostgreSQL runs as one implicit transaction (so the SET LOCALs of set_config(..., true) hold
     # for the call and end with it). Parameters are bound client-side with libpq's quoting.
     statement, values = _one_trip(claims, function, args, as_text)
-    pool = await get_async_pool()
+    pool = pool or await get_async_pool()
     async with pool.connection() as conn:
         try:
             async with psycopg.AsyncClientCursor(conn) as cur:
@@ -339,10 +358,13 @@ def call_once(conn: psycopg.Connection[Any], claims: Mapping[str, Any], function
     return row[0] if row else None
 
 
-async def acall_as_text(claims: Mapping[str, Any], function: str, /, **args: Any) -> str:
+async def acall_as_text(
+    claims: Mapping[str, Any], function: str, /, *, pool: AsyncConnectionPool | None = None, **args: Any
+) -> str:
     """`acall_as` for a function returning JSON, answered as its text: the hot reads hand SQL's
-    rendering to the client without parsing and re-serialising it in Python."""
-    text = await _acall_once(claims, function, args, as_text=True)
+    rendering to the client without parsing and re-serialising it in Python. `pool`: one of
+    `get_async_pool`'s own pools instead of the edge's."""
+    text = await _acall_once(claims, function, args, as_text=True, pool=pool)
     return str(text) if text is not None else "null"
 
 

@@ -209,6 +209,18 @@ class _Server(gunicorn.app.base.BaseApplication):  # type: ignore[misc]
         return self.app
 
 
+def share_search_concurrency(workers: int) -> None:
+    """Unless CORTEX_SEARCH_CONCURRENCY is set, lets each worker query the database for as many
+    searches at once as its share of the cores (at least one): a search is CPU-bound on both sides,
+    so more at once only share the cores more finely and widen the tail (cortex.memories.search)."""
+    if get_settings().search_concurrency > 0:
+        return
+    from cortex.memories.search import cores
+
+    os.environ["CORTEX_SEARCH_CONCURRENCY"] = str(max(1, cores() // workers))
+    get_settings.cache_clear()
+
+
 def share_embedding_threads(workers: int) -> None:
     """Unless CORTEX_EMBEDDING_THREADS is set, gives each worker process an equal share of the cores
     for the embedding model (at least one): `workers` processes with a thread per core each would
@@ -228,6 +240,7 @@ def serve(source: str, host: str, port: int, workers: int | None = None) -> None
     app = create_asgi_app(target="api", source=source)  # type: ignore[no-untyped-call]
     global _BOARD
     workers = workers or int(os.environ.get("WORKERS", os.cpu_count() or 1))
+    share_search_concurrency(workers)
     share_embedding_threads(workers)
     options: dict[str, Any] = {
         "bind": f"{host}:{port}",
