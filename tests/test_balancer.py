@@ -54,6 +54,22 @@ def test_an_exited_workers_slot_is_freed_for_the_next_and_stops_counting() -> No
     assert board.count(b) == 0
 
 
+def test_a_worker_that_leaves_no_longer_counts_and_keeps_its_slot_until_freed() -> None:
+    board = Board(2)
+    a, b = board.reserve(), board.reserve()
+    assert a is not None and b is not None
+    board.join(a, 101)
+    board.join(b, 102)
+    board.add(a, 4)
+    board.add(b, 1)
+    assert not board.least_loaded(a)
+    board.leave(b)  # shutting down: it accepts nothing more, so the others must not wait for it
+    assert board.least_loaded(a)
+    assert board.reserve() is None  # still reserved until the arbiter sees it exit
+    board.free(b)
+    assert board.reserve() == b
+
+
 # --- a real server -------------------------------------------------------------------------------
 
 

@@ -61,6 +61,11 @@ class Board:
         self._counts[slot] = 0
         self._pids[slot] = pid
 
+    def leave(self, slot: int) -> None:
+        """The worker in `slot` stops accepting (it is shutting down): the others no longer leave new
+        connections to it, and the slot stays reserved until the arbiter frees it."""
+        self._pids[slot] = -1
+
     def free(self, slot: int) -> None:
         """The worker in `slot` exited (in the arbiter)."""
         self._pids[slot] = 0
@@ -84,8 +89,9 @@ class Board:
 
 def _pending(sock: socket.socket) -> bool:
     """Whether a connection waits to be accepted on the listening `sock`."""
-    readable, _, _ = select.select([sock], [], [], 0)
-    return bool(readable)
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 class BalancedListener:
@@ -144,6 +150,7 @@ class BalancedListener:
 
     def close(self) -> None:
         """Stops accepting (open connections are the server's to close)."""
+        self._board.leave(self._slot)
         self._task.cancel()
         self._sock.close()
 
