@@ -13,6 +13,9 @@ it with `Worker` below, whose protocol:
   `KEEP_ALIVE_SECONDS`);
 - leaves the body to the app, which counts it while it streams (`cortex.routing.read_body`).
 
+With several workers, each new connection goes to the worker holding the fewest
+(`cortex.balancer`; `CORTEX_BALANCE=0` leaves it to whichever wakes first).
+
 Each worker process loads the embedding model (`cortex.embeddings.preload`) before it accepts
 connections, so the first text search is not slow; `CORTEX_EMBEDDINGS=none` skips it. A model that
 does not load stops the server at start with the reason, rather than failing every search later.
@@ -235,10 +238,10 @@ def share_embedding_threads(workers: int) -> None:
 
 def serve(source: str, host: str, port: int, workers: int | None = None) -> None:
     """Serves `source`'s `api` target (functions-framework's ASGI app) on host:port until stopped."""
+    global _BOARD
     from functions_framework.aio import create_asgi_app
 
     app = create_asgi_app(target="api", source=source)  # type: ignore[no-untyped-call]
-    global _BOARD
     workers = workers or int(os.environ.get("WORKERS", os.cpu_count() or 1))
     share_search_concurrency(workers)
     share_embedding_threads(workers)
