@@ -295,14 +295,18 @@ def test_names_of_models() -> None:
 
 def test_serve_shares_the_cores_between_its_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CORTEX_EMBEDDING_THREADS", "0")  # automatic; undone after the test
+    monkeypatch.setenv("CORTEX_SEARCH_CONCURRENCY", "0")
     get_settings.cache_clear()
     cores = embeddings.thread_count()
-    server.share_embedding_threads(workers=2)
+    server.share_cores(workers=2)
     assert os.environ["CORTEX_EMBEDDING_THREADS"] == str(max(1, cores // 2))
+    assert os.environ["CORTEX_SEARCH_CONCURRENCY"] == str(max(1, cores // 2))
     monkeypatch.setenv("CORTEX_EMBEDDING_THREADS", "3")  # configured: kept
+    monkeypatch.setenv("CORTEX_SEARCH_CONCURRENCY", "5")
     get_settings.cache_clear()
-    server.share_embedding_threads(workers=2)
+    server.share_cores(workers=2)
     assert os.environ["CORTEX_EMBEDDING_THREADS"] == "3"
+    assert os.environ["CORTEX_SEARCH_CONCURRENCY"] == "5"
     get_settings.cache_clear()
 
 

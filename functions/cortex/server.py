@@ -38,7 +38,7 @@ from uvicorn.server import Server
 from uvicorn_worker import UvicornWorker
 
 from cortex.balancer import BalancedListener, Board
-from cortex.config import get_settings
+from cortex.config import available_cores, get_settings
 
 HEAD_LIMIT_BYTES = 16 * 1024
 HEAD_TIMEOUT_SECONDS = float(os.environ.get("CORTEX_HEAD_TIMEOUT", "10"))
@@ -212,27 +212,23 @@ class _Server(gunicorn.app.base.BaseApplication):  # type: ignore[misc]
         return self.app
 
 
-def share_search_concurrency(workers: int) -> None:
-    """Unless CORTEX_SEARCH_CONCURRENCY is set, lets each worker query the database for as many
-    searches at once as its share of the cores (at least one): a search is CPU-bound on both sides,
-    so more at once only share the cores more finely and widen the tail (cortex.memories.search)."""
-    if get_settings().search_concurrency > 0:
-        return
-    from cortex.memories.search import cores
+def share_cores(workers: int) -> None:
+    """Gives each of `workers` processes an equal share of the cores (at least one) for what would
+    otherwise take them all, unless it is configured:
 
-    os.environ["CORTEX_SEARCH_CONCURRENCY"] = str(max(1, cores() // workers))
-    get_settings.cache_clear()
-
-
-def share_embedding_threads(workers: int) -> None:
-    """Unless CORTEX_EMBEDDING_THREADS is set, gives each worker process an equal share of the cores
-    for the embedding model (at least one): `workers` processes with a thread per core each would
-    oversubscribe the cores, and spinning threads would slow the other workers' event loops."""
-    if get_settings().embedding_threads > 0:
-        return
-    from cortex.embeddings import thread_count
-
-    os.environ["CORTEX_EMBEDDING_THREADS"] = str(max(1, thread_count() // workers))
+    - `CORTEX_EMBEDDING_THREADS`, the model's threads: a thread per core in every process would
+      oversubscribe the cores, and spinning threads would slow the other workers' event loops;
+    - `CORTEX_SEARCH_CONCURRENCY`, searches in the database at once: a search is CPU-bound on both
+      sides, so more at once only share the cores more finely and widen the tail
+      (cortex.memories.search)."""
+    settings = get_settings()
+    share = str(max(1, available_cores() // workers))
+    for variable, configured in (
+        ("CORTEX_EMBEDDING_THREADS", settings.embedding_threads),
+        ("CORTEX_SEARCH_CONCURRENCY", settings.search_concurrency),
+    ):
+        if configured <= 0:
+            os.environ[variable] = share
     get_settings.cache_clear()  # the workers are forked from this process: no stale copy
 
 
@@ -243,8 +239,7 @@ def serve(source: str, host: str, port: int, workers: int | None = None) -> None
 
     app = create_asgi_app(target="api", source=source)  # type: ignore[no-untyped-call]
     workers = workers or int(os.environ.get("WORKERS", os.cpu_count() or 1))
-    share_search_concurrency(workers)
-    share_embedding_threads(workers)
+    share_cores(workers)
     options: dict[str, Any] = {
         "bind": f"{host}:{port}",
         "workers": workers,

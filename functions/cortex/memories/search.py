@@ -9,7 +9,6 @@ rankings and applies every rule, so a PostgREST caller gets the same results for
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 from uuid import UUID
@@ -17,7 +16,7 @@ from uuid import UUID
 from pydantic import Field, StringConstraints, field_validator
 
 from cortex import db, embeddings
-from cortex.config import get_settings
+from cortex.config import available_cores, get_settings
 from cortex.graph.models import Node, NodeKind
 from cortex.routing import Call, RawJSON, Reply, Router
 from cortex.schemas import AgentName, Instant, Request, Response, Tag
@@ -150,19 +149,11 @@ def sql_args(search: MemorySearch, vector: list[float] | None) -> dict[str, Any]
     return args
 
 
-def cores() -> int:
-    """The cores this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
-
-
 def search_pool_size() -> int:
     """How many searches this process runs in the database at once (`CORTEX_SEARCH_CONCURRENCY`,
     else the cores it may use; `cortex serve` gives each worker its share)."""
     configured = get_settings().search_concurrency
-    return configured if configured > 0 else cores()
+    return configured if configured > 0 else available_cores()
 
 
 async def asearch_text(claims: Claims, search: MemorySearch) -> str:
